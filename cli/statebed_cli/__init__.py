@@ -1,0 +1,1 @@
+"""The `statebed` command line: one tool, one module per subcommand."""

@@ -1,0 +1,45 @@
+"""`statebed ls`: every store, version and id in a checkpoint, and which are committed."""
+
+from __future__ import annotations
+
+import argparse
+
+from statebed_store.inspection import list_checkpoint
+
+from ..common import EXIT_OK, add_checkpoint_args, emit_json, open_checkpoint
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser(
+        "ls",
+        help="list stores, versions, ids, committed ids and lineage",
+        description="Per operator/partition/store: every version with its ids, which one the commit log "
+        "committed, snapshot/changelog presence and the lineage each file records.",
+    )
+    add_checkpoint_args(p)
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(run=run)
+
+
+def _short(text: str | None) -> str:
+    return "-" if text is None else text[:8]
+
+
+def run(args: argparse.Namespace) -> int:
+    storage = open_checkpoint(args)
+    doc = list_checkpoint(storage)
+    if args.json:
+        emit_json(doc)
+        return EXIT_OK
+    c = doc["commits"]
+    print(f"{doc['checkpoint']}: format {doc['format']}, {c['count']} commits, latest batch {c['latestBatch']}")
+    for s in doc["stores"]:
+        print(f"\noperator {s['operator']} partition {s['partition']} store {s['store']} ({s['dir']})")
+        print(f"  {'version':>8}  {'id':<8}  {'commit':<6}  {'files':<14}  lineage")
+        for v in s["versions"]:
+            for e in v["ids"]:
+                files = "+".join(k for k in ("changelog", "snapshot") if e[k])
+                lineage = e.get("error") or ",".join(f"{x['version']}:{_short(x['id'])}" for x in (e["lineage"] or []))
+                mark = "yes" if e["committed"] else ""
+                print(f"  {v['version']:>8}  {_short(e['id']):<8}  {mark:<6}  {files:<14}  {lineage}")
+    return EXIT_OK

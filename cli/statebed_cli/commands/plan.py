@@ -1,0 +1,47 @@
+"""`statebed plan`: which snapshot and changelogs would load a `(version, id)`."""
+
+from __future__ import annotations
+
+import argparse
+
+from statebed_store import CheckpointRef, StoreFiles, check_plan, plan_load
+from statebed_store.inspection import plan_json
+from statebed_store.naming import check_id
+
+from ..common import EXIT_OK, add_checkpoint_args, add_store_args, emit_json, non_negative_int, open_checkpoint, store_from_args
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser(
+        "plan",
+        help="show the load plan of a (version, id); checks every file it names",
+        description="Print the snapshot and changelogs that rebuild VERSION/ID, after reading the header of each. "
+        "Exit 2, naming the file, when no loadable plan exists.",
+    )
+    add_checkpoint_args(p)
+    add_store_args(p)
+    p.add_argument("--version", type=non_negative_int, required=True, help="state version (batch id + 1)")
+    p.add_argument("--id", dest="checkpoint_id", help="checkpoint unique id (omit for V1 checkpoints)")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.checkpoint_id is not None:
+        check_id(args.checkpoint_id, "--id")
+    storage = open_checkpoint(args)
+    store = store_from_args(args)
+    files = StoreFiles(storage, store)
+    plan = plan_load(files, CheckpointRef(args.version, args.checkpoint_id))
+    check_plan(files, plan)
+    doc = plan_json(files, plan)
+    if args.json:
+        emit_json(doc)
+        return EXIT_OK
+    print(f"plan for {plan.target} of {store} in {storage.url}")
+    rows = ([("snapshot", doc["snapshot"])] if doc["snapshot"] else []) + [("changelog", c) for c in doc["changelogs"]]
+    if not rows:
+        print("  (empty state: version 0)")
+    for kind, f in rows:
+        print(f"  {kind:<9} {f['version']:>8}  {f['id'] or '-':<36}  {f['file']}")
+    return EXIT_OK

@@ -1,0 +1,60 @@
+"""What every subcommand shares: checkpoint arguments, opening storage, output."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Any
+
+from statebed_store import S3Settings, Storage, StoreId, open_storage
+from statebed_store.errors import UsageError
+from statebed_store.naming import DEFAULT_STORE
+
+__all__ = ["add_checkpoint_args", "add_store_args", "open_checkpoint", "store_from_args", "emit_json", "non_negative_int"]
+
+EXIT_OK, EXIT_NEGATIVE, EXIT_UNUSABLE = 0, 1, 2
+
+
+def non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {value}")
+    return value
+
+
+def add_checkpoint_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("checkpoint", metavar="CKPT", help="checkpoint root: a directory or s3://bucket/prefix")
+    s3 = p.add_argument_group("S3 (for s3:// checkpoints; defaults from STATEBED_S3_ENDPOINT, AWS_* variables)")
+    s3.add_argument("--s3-endpoint", help="e.g. http://127.0.0.1:9000")
+    s3.add_argument("--s3-access-key")
+    s3.add_argument("--s3-secret-key")
+
+
+def add_store_args(p: argparse.ArgumentParser, required: bool = True) -> None:
+    p.add_argument("--operator", type=non_negative_int, required=required, help="stateful operator id")
+    p.add_argument("--partition", type=non_negative_int, required=required, help="state partition id")
+    p.add_argument("--store", default=DEFAULT_STORE, help="store name (default: %(default)s)")
+
+
+def open_checkpoint(args: argparse.Namespace) -> Storage:
+    location: str = args.checkpoint
+    if location.startswith("s3://"):
+        return open_storage(location, S3Settings.from_env(args.s3_endpoint, args.s3_access_key, args.s3_secret_key))
+    storage = open_storage(location)
+    if not os.path.isdir(storage.url):
+        raise UsageError(f"checkpoint {storage.url}: no such directory")
+    return storage
+
+
+def store_from_args(args: argparse.Namespace) -> StoreId:
+    return StoreId(args.operator, args.partition, args.store)
+
+
+def emit_json(doc: Any) -> None:
+    json.dump(doc, sys.stdout, indent=2, sort_keys=False)
+    sys.stdout.write("\n")

@@ -1,0 +1,131 @@
+"""Cleanup: keep the last N committed versions loadable, delete everything else that is safe.
+
+Why each delete is safe:
+
+* Only files at versions <= the latest committed version are candidates. Higher versions
+  belong to batches still running (their attempts may yet be committed).
+* For every retained committed `(version, id)` the load plan is computed (`plan_load`);
+  every file on those plans, and each retained version's own changelog and snapshot, is
+  kept. Any other state file at a decided version is either below every plan (history
+  nobody can load any more) or an attempt the commit log did not pick (an orphan): no
+  retained version can reach it, because loads follow lineage, never names.
+* SSTs referenced by a kept snapshot, or by any snapshot of a not-yet-decided version,
+  are kept; an unreferenced SST is deleted only once older than `sst_orphan_grace_s`,
+  because an upload in flight publishes its SSTs before the zip that names them.
+* If a retained version cannot be planned, nothing is deleted: cleanup never turns a
+  damaged checkpoint into a lost one.
+
+Cost: one LIST of the store directory, one of its `SSTs/`, one header read per retained
+changelog not yet in the header cache, one zip metadata read per kept snapshot not yet
+cached, one batched delete. In steady state that is flat in the length of the history.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from .commitlog import CommitLog
+from .errors import StatebedError
+from .lineage import CheckpointRef
+from .log import get_logger, kv
+from .naming import CHANGELOG, SNAPSHOT, SST_DIR, StateFileName, StoreId, parse_state_file, sidecar_main
+from .plan import plan_load
+from .store_files import HeaderCache, StoreFiles
+from .storage.base import Storage
+
+__all__ = ["CleanupReport", "cleanup_store", "retained_versions"]
+
+log = get_logger("cleanup")
+
+
+@dataclass
+class CleanupReport:
+    store: StoreId
+    retained: int
+    deleted: list[str] = field(default_factory=list)
+    orphans: list[str] = field(default_factory=list)  # subset of `deleted`: losing attempts
+    ssts_deleted: list[str] = field(default_factory=list)
+
+
+def retained_versions(log_: CommitLog, store_index: int, operator: int, partition: int, latest_batch: int, keep: int) -> list[CheckpointRef]:
+    """The committed `(version, id)` of the last `keep` batches up to `latest_batch`, from the commit log."""
+    out = []
+    for b in range(max(0, latest_batch - keep + 1), latest_batch + 1):
+        rec = log_.read(b)
+        if rec is None:
+            raise StatebedError(f"batch {b} is missing from {log_.storage.display('commits')}; cleanup needs every retained batch")
+        out.append(CheckpointRef(rec.version, rec.id_for(operator, partition, store_index)))
+    return out
+
+
+def cleanup_store(
+    storage: Storage,
+    store: StoreId,
+    retained: Sequence[CheckpointRef],
+    *,
+    sst_orphan_grace_s: float = 600.0,
+    cache: HeaderCache | None = None,
+    now: float | None = None,
+) -> CleanupReport:
+    """Delete what no retained committed version needs. `retained` must be committed versions."""
+    report = CleanupReport(store, len(retained))
+    if not retained:
+        return report
+    latest = max(r.version for r in retained)
+    files = StoreFiles(storage, store, cache=cache)
+    keep: set[StateFileName] = set()
+    kept_snapshots: set[CheckpointRef] = set()
+    for ref in retained:
+        plan = plan_load(files, ref)  # raises: nothing is deleted when a retained version is unloadable
+        for r in plan.changelogs:
+            keep.add(StateFileName(r.version, r.id, CHANGELOG))
+        if plan.snapshot is not None:
+            keep.add(StateFileName(plan.snapshot.version, plan.snapshot.id, SNAPSHOT))
+            kept_snapshots.add(plan.snapshot)
+        for kind in (CHANGELOG, SNAPSHOT):
+            if files.has(ref, kind):
+                keep.add(StateFileName(ref.version, ref.id, kind))  # type: ignore[arg-type]
+        if files.has_snapshot(ref):
+            kept_snapshots.add(ref)
+    committed_ids = {(r.version, r.id) for r in retained}
+    doomed: list[StateFileName] = [n for n in files.files if n.version <= latest and n not in keep]
+    deleted_names = {n.name for n in doomed}
+    paths = [store.path(n.name) for n in doomed]
+    report.orphans = [
+        storage.display(store.path(n.name))
+        for n in doomed
+        if n.version >= min(r.version for r in retained) and (n.version, n.id) not in committed_ids
+    ]
+    present = {n.name for n in files.files}
+    for side in files.sidecars:
+        main = sidecar_main(side)
+        owner = parse_state_file(main) if main else None
+        if owner is not None and (main in deleted_names or (main not in present and owner.version <= latest)):
+            paths.append(store.path(side))
+    # SSTs: referenced by kept snapshots or by any snapshot of an undecided version.
+    referenced: set[str] = set()
+    for snap in kept_snapshots | {CheckpointRef(n.version, n.id) for n in files.files if n.kind == SNAPSHOT and n.version > latest}:
+        try:
+            referenced.update(f.dfs for f in files.snapshot_metadata(snap).sst_files)
+        except StatebedError as e:
+            if snap.version <= latest:
+                raise
+            log.info("skipping unreadable in-flight snapshot", extra=kv(store=str(store), snapshot=str(snap), error=str(e)))
+    now = time.time() if now is None else now
+    ssts = files.sst_listing()
+    sst_paths = [
+        f"{store.dir}/{SST_DIR}/{name}"
+        for name, info in ssts.items()
+        if name not in referenced and now - info.mtime > sst_orphan_grace_s
+    ]
+    storage.delete(paths + sst_paths)
+    report.deleted = [storage.display(p) for p in paths]
+    report.ssts_deleted = [storage.display(p) for p in sst_paths]
+    if paths or sst_paths:
+        log.info(
+            "cleanup",
+            extra=kv(store=str(store), retained=len(retained), deleted=len(paths), orphans=len(report.orphans), ssts=len(sst_paths)),
+        )
+    return report

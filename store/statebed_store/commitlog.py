@@ -1,0 +1,145 @@
+"""The commit log, `commits/<batchId>`, in Spark's format (reads Spark's own too).
+
+Line 1 is the format (`v1`, or `v2` for checkpoint format V2), line 2 JSON, e.g.
+`{"nextBatchWatermarkMs":0,"stateUniqueIds":{"0":[["id-p0"],["id-p1"]]}}`:
+operator id -> partition -> one id per store of the partition. Batch `b` commits state
+version `b+1`, so a task of batch `b` loads `(b, ids of commits/<b-1>)`.
+Writes are create-only: a second writer of the same batch gets CommitConflictError and
+the first commit stays as it was.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import failpoints
+from .errors import AlreadyExistsError, CommitConflictError, CorruptFileError, StatebedError, UnknownFormatError
+from .naming import COMMITS_DIR, is_valid_id
+from .storage.base import Storage
+
+__all__ = ["CommitRecord", "CommitLog", "parse_commit", "render_commit", "StateIds", "committed_id"]
+
+StateIds = Mapping[int, Sequence[Sequence[str | None]]]
+
+
+@dataclass(frozen=True)
+class CommitRecord:
+    batch_id: int
+    format: int  # 1 or 2
+    watermark_ms: int = 0
+    state_ids: dict[int, tuple[tuple[str | None, ...], ...]] | None = None
+    extra: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    @property
+    def version(self) -> int:
+        """The state version this batch committed."""
+        return self.batch_id + 1
+
+    def id_for(self, operator: int, partition: int, store_index: int = 0) -> str | None:
+        """The committed id of one store, or None (V1 commit, or not recorded)."""
+        if not self.state_ids:
+            return None
+        parts = self.state_ids.get(operator)
+        if parts is None or partition >= len(parts) or store_index >= len(parts[partition]):
+            return None
+        return parts[partition][store_index]
+
+
+def render_commit(state_ids: StateIds | None, watermark_ms: int = 0) -> bytes:
+    doc: dict[str, Any] = {"nextBatchWatermarkMs": watermark_ms}
+    if state_ids is None:
+        return b"v1\n" + json.dumps(doc, separators=(",", ":")).encode()
+    doc["stateUniqueIds"] = {str(op): [list(p) for p in parts] for op, parts in sorted(state_ids.items())}
+    return b"v2\n" + json.dumps(doc, separators=(",", ":")).encode()
+
+
+def parse_commit(data: bytes, *, file: str, batch_id: int) -> CommitRecord:
+    if not data:
+        raise CorruptFileError(file, "commit log entry is empty")
+    text = data.decode("utf-8", errors="replace")
+    first, _, body = text.partition("\n")
+    first = first.strip()
+    if first not in ("v1", "v2"):
+        if first.startswith("v") and first[1:].isdigit():
+            raise UnknownFormatError(file, f"unknown commit log format {first} (this reader knows v1 and v2)")
+        raise CorruptFileError(file, f"commit log entry does not start with a version line (found {first[:20]!r})")
+    try:
+        doc = json.loads(body) if body.strip() else {}
+    except ValueError as e:
+        raise CorruptFileError(file, f"commit log JSON is invalid ({e})") from None
+    if not isinstance(doc, dict):
+        raise CorruptFileError(file, "commit log JSON is not an object")
+    state_ids = None
+    raw_ids = doc.get("stateUniqueIds")
+    if raw_ids is not None:
+        if not isinstance(raw_ids, dict):
+            raise CorruptFileError(file, "stateUniqueIds is not an object")
+        state_ids = {}
+        for op, parts in raw_ids.items():
+            if not str(op).isdigit() or not isinstance(parts, list):
+                raise CorruptFileError(file, f"stateUniqueIds[{op!r}] is malformed")
+            rows = []
+            for p, stores in enumerate(parts):
+                if not isinstance(stores, list):
+                    raise CorruptFileError(file, f"stateUniqueIds[{op}][{p}] is not a list")
+                for s in stores:
+                    if s is not None and (not isinstance(s, str) or not is_valid_id(s)):
+                        raise CorruptFileError(file, f"stateUniqueIds[{op}][{p}] holds a malformed id {s!r}")
+                rows.append(tuple(stores))
+            state_ids[int(op)] = tuple(rows)
+    wm = doc.get("nextBatchWatermarkMs", 0)
+    return CommitRecord(
+        batch_id=batch_id,
+        format=int(first[1:]),
+        watermark_ms=int(wm) if isinstance(wm, (int, float)) else 0,
+        state_ids=state_ids,
+        extra={k: v for k, v in doc.items() if k not in ("nextBatchWatermarkMs", "stateUniqueIds")},
+    )
+
+
+class CommitLog:
+    def __init__(self, storage: Storage) -> None:
+        self.storage = storage
+
+    @staticmethod
+    def path(batch_id: int) -> str:
+        return f"{COMMITS_DIR}/{batch_id}"
+
+    def batch_ids(self) -> list[int]:
+        return sorted(int(f.name) for f in self.storage.list(COMMITS_DIR) if f.name.isdigit())
+
+    def read(self, batch_id: int) -> CommitRecord | None:
+        """The commit of `batch_id`, or None if that batch is not committed."""
+        if batch_id < 0:
+            return None
+        path = self.path(batch_id)
+        if not self.storage.exists(path):
+            return None
+        return parse_commit(self.storage.read(path), file=self.storage.display(path), batch_id=batch_id)
+
+    def latest(self) -> CommitRecord | None:
+        ids = self.batch_ids()
+        return self.read(ids[-1]) if ids else None
+
+    def write(self, batch_id: int, state_ids: StateIds | None, watermark_ms: int = 0) -> None:
+        """Commit a batch, create-only. `state_ids` None writes a V1 entry."""
+        if failpoints.hit("commitlog.write.before"):
+            return
+        path = self.path(batch_id)
+        try:
+            self.storage.write(path, render_commit(state_ids, watermark_ms), create_only=True)
+        except AlreadyExistsError:
+            raise CommitConflictError(self.storage.display(path)) from None
+
+
+def committed_id(log: CommitLog, batch_id: int, operator: int, partition: int, store_index: int = 0) -> str | None:
+    """Base id for a task of `batch_id`: the id committed by `batch_id - 1` (None for batch 0)."""
+    if batch_id == 0:
+        return None
+    rec = log.read(batch_id - 1)
+    if rec is None:
+        raise StatebedError(f"batch {batch_id - 1} is not committed in {log.storage.display(COMMITS_DIR)}; cannot run batch {batch_id}")
+    return rec.id_for(operator, partition, store_index)

@@ -1,0 +1,101 @@
+"""One exception tree for everything the store can report.
+
+Every message names the file, checkpoint or argument concerned and what is wrong with it,
+so a user can act on it without reading a stack trace. Callers catch `StatebedError` to
+tell "bad input / environment" (exit 2 in the CLI) from bugs.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "StatebedError",
+    "UsageError",
+    "CheckpointFileError",
+    "MissingFileError",
+    "CorruptFileError",
+    "UnknownFormatError",
+    "LineageError",
+    "UnplannableError",
+    "StorageError",
+    "StorageUnavailableError",
+    "AlreadyExistsError",
+    "CommitConflictError",
+    "StoreStateError",
+    "BaseIdMismatchError",
+    "InjectedFault",
+]
+
+
+class StatebedError(Exception):
+    """Base of every error statebed raises on purpose."""
+
+
+class UsageError(StatebedError):
+    """A bad argument, option or configuration value."""
+
+
+class CheckpointFileError(StatebedError):
+    """Something is wrong with one checkpoint file; `file` is its path as the user sees it."""
+
+    def __init__(self, file: str, detail: str) -> None:
+        self.file = file
+        self.detail = detail
+        super().__init__(f"{file}: {detail}")
+
+
+class MissingFileError(CheckpointFileError):
+    """A file that must exist does not."""
+
+
+class CorruptFileError(CheckpointFileError):
+    """A file exists but its bytes are damaged: truncated, bad checksum, undecodable."""
+
+
+class UnknownFormatError(CheckpointFileError):
+    """A file declares a format version this reader does not know."""
+
+
+class LineageError(CheckpointFileError):
+    """A lineage is malformed or contradicts the files it should describe."""
+
+
+class UnplannableError(StatebedError):
+    """No sequence of existing files rebuilds the requested (version, id)."""
+
+    def __init__(self, target: str, detail: str, missing: list[str] | None = None) -> None:
+        self.target = target
+        self.detail = detail
+        self.missing = list(missing or [])
+        super().__init__(f"cannot load {target}: {detail}")
+
+
+class StorageError(StatebedError):
+    """Checkpoint storage refused or failed a request."""
+
+
+class StorageUnavailableError(StorageError):
+    """Checkpoint storage cannot be reached or keeps failing; nothing was changed by us."""
+
+
+class AlreadyExistsError(StorageError):
+    """A create-only write found the file already there; the existing file was kept."""
+
+    def __init__(self, file: str) -> None:
+        self.file = file
+        super().__init__(f"{file}: already exists; create-only write refused, existing file kept")
+
+
+class CommitConflictError(AlreadyExistsError):
+    """Another writer committed the same batch first."""
+
+
+class StoreStateError(StatebedError):
+    """The store was used out of its lifecycle (e.g. commit without load)."""
+
+
+class BaseIdMismatchError(StatebedError):
+    """A task's base checkpoint id is not the one the commit log says was committed."""
+
+
+class InjectedFault(StatebedError):
+    """Raised by a failpoint armed with the `error` action."""

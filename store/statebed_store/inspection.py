@@ -1,0 +1,199 @@
+"""Read-only inspection of a checkpoint: statebed's own or one written by Spark.
+
+Finds the stores under `state/`, maps each to its index in the commit log's
+`stateUniqueIds` (Spark lists a partition's stores in a fixed order; the default store
+has no directory level), lists every version with its ids, and rebuilds state for dumps.
+Nothing here writes to the checkpoint.
+"""
+
+from __future__ import annotations
+
+import base64
+import tempfile
+from collections.abc import Iterator
+from typing import Any
+
+from .commitlog import CommitLog, CommitRecord
+from .config import StoreOptions
+from .errors import StatebedError, UsageError
+from .lineage import CheckpointRef
+from .plan import LoadPlan
+from .naming import CHANGELOG, DEFAULT_STORE, SNAPSHOT, SST_DIR, STATE_DIR, StoreId, parse_state_file
+from .storage.base import Storage
+from .store import StateStoreProvider
+from .store_files import StoreFiles
+from .uploader import SnapshotUploader
+
+__all__ = [
+    "JOIN_STORE_ORDER",
+    "discover_stores",
+    "store_index",
+    "commit_records",
+    "committed_ref",
+    "list_checkpoint",
+    "dump_state",
+    "render_bytes",
+    "resolve_target",
+    "plan_json",
+]
+
+# Spark's stream-stream join keeps four stores per partition, listed in this order.
+JOIN_STORE_ORDER = ("left-keyToNumValues", "left-keyWithIndexToValue", "right-keyToNumValues", "right-keyWithIndexToValue")
+_SKIP_DIRS = {SST_DIR, "_metadata", "logs"}
+
+
+def _has_state_files(storage: Storage, directory: str) -> bool:
+    return any(parse_state_file(f.name) for f in storage.list(directory))
+
+
+def discover_stores(storage: Storage) -> list[StoreId]:
+    """Every store directory under `state/` that holds state files, sorted."""
+    out: list[StoreId] = []
+    for op in storage.list_dirs(STATE_DIR):
+        if not op.isdigit():
+            continue
+        for part in storage.list_dirs(f"{STATE_DIR}/{op}"):
+            if not part.isdigit():
+                continue
+            pdir = f"{STATE_DIR}/{op}/{part}"
+            if _has_state_files(storage, pdir):
+                out.append(StoreId(int(op), int(part)))
+            for name in storage.list_dirs(pdir):
+                if name not in _SKIP_DIRS and not name.startswith("_") and _has_state_files(storage, f"{pdir}/{name}"):
+                    out.append(StoreId(int(op), int(part), name))
+    return sorted(out)
+
+
+def store_index(store: StoreId, siblings: list[str]) -> int:
+    """Index of `store` among its partition's stores in the commit log's id lists."""
+    if store.store_name == DEFAULT_STORE:
+        return 0
+    if set(siblings) <= set(JOIN_STORE_ORDER):
+        return JOIN_STORE_ORDER.index(store.store_name)
+    return sorted(siblings).index(store.store_name)
+
+
+def commit_records(storage: Storage) -> dict[int, CommitRecord]:
+    log = CommitLog(storage)
+    out = {}
+    for b in log.batch_ids():
+        rec = log.read(b)
+        if rec is not None:
+            out[b] = rec
+    return out
+
+
+def committed_ref(storage: Storage, store: StoreId, siblings: list[str] | None = None, batch: int | None = None) -> CheckpointRef:
+    """The `(version, id)` the commit log says is current for `store` (latest batch by default)."""
+    log = CommitLog(storage)
+    ids = log.batch_ids()
+    if not ids:
+        raise UsageError(f"{storage.display('commits')}: no commit log entries; pass --version (and --id)")
+    b = ids[-1] if batch is None else batch
+    rec = log.read(b)
+    if rec is None:
+        raise UsageError(f"batch {b} is not committed in {storage.display('commits')}")
+    idx = store_index(store, siblings or [store.store_name])
+    return CheckpointRef(rec.version, rec.id_for(store.operator, store.partition, idx))
+
+
+def _siblings(stores: list[StoreId], store: StoreId) -> list[str]:
+    return [s.store_name for s in stores if (s.operator, s.partition) == (store.operator, store.partition)]
+
+
+def list_checkpoint(storage: Storage) -> dict[str, Any]:
+    """Everything `statebed ls` shows, as plain data."""
+    commits = commit_records(storage)
+    stores = discover_stores(storage)
+    kinds: set[str] = set()
+    out_stores = []
+    for store in stores:
+        idx = store_index(store, _siblings(stores, store))
+        committed = {rec.version: rec.id_for(store.operator, store.partition, idx) for rec in commits.values()}
+        files = StoreFiles(storage, store)
+        versions: dict[int, list[dict[str, Any]]] = {}
+        for ref in files.refs():
+            kinds.add("v2" if ref.id is not None else "v1")
+            entry: dict[str, Any] = {
+                "id": ref.id,
+                "committed": ref.version in committed and committed[ref.version] == ref.id,
+                "changelog": files.has_changelog(ref),
+                "snapshot": files.has_snapshot(ref),
+                "lineage": None,
+            }
+            try:
+                lineage = None
+                if files.has_changelog(ref):
+                    header = files.changelog_header(ref)
+                    entry["changelogFormat"] = header.format_version
+                    lineage = header.lineage
+                elif files.has_snapshot(ref) and ref.id is not None:
+                    lineage = files.snapshot_metadata(ref).lineage
+                if lineage is not None:
+                    entry["lineage"] = [{"version": r.version, "id": r.id} for r in lineage]
+            except StatebedError as e:
+                entry["error"] = str(e)
+            versions.setdefault(ref.version, []).append(entry)
+        out_stores.append(
+            {
+                "operator": store.operator,
+                "partition": store.partition,
+                "store": store.store_name,
+                "dir": store.dir,
+                "versions": [{"version": v, "ids": versions[v]} for v in sorted(versions)],
+            }
+        )
+    fmt = "mixed" if len(kinds) > 1 else (kinds.pop() if kinds else "empty")
+    return {
+        "checkpoint": storage.url,
+        "format": fmt,
+        "commits": {"count": len(commits), "latestBatch": max(commits) if commits else None},
+        "stores": out_stores,
+    }
+
+
+def render_bytes(field: str, raw: bytes) -> dict[str, str]:
+    """`{field: text}` when `raw` is printable UTF-8, else `{field_b64: base64}`."""
+    try:
+        text = raw.decode("utf-8")
+        if all(c.isprintable() or c in "\t\n\r" for c in text):
+            return {field: text}
+    except UnicodeDecodeError:
+        pass
+    return {f"{field}_b64": base64.b64encode(raw).decode()}
+
+
+def resolve_target(storage: Storage, store: StoreId, version: int | None, checkpoint_id: str | None) -> CheckpointRef:
+    if version is None:
+        if checkpoint_id is not None:
+            raise UsageError("--id needs --version")
+        return committed_ref(storage, store, _siblings(discover_stores(storage), store))
+    return CheckpointRef(version, checkpoint_id)
+
+
+def dump_state(storage: Storage, store: StoreId, ref: CheckpointRef) -> Iterator[tuple[bytes, bytes]]:
+    """Every `(key, value)` of `ref`, rebuilt in a throwaway local instance."""
+    with tempfile.TemporaryDirectory(prefix="statebed-dump-") as tmp:
+        opts = StoreOptions(local_dir=tmp, format="v2" if ref.id is not None else "v1")
+        provider = StateStoreProvider(storage, store, opts, uploader=SnapshotUploader())
+        try:
+            txn = provider.load(ref.version, ref.id)
+            try:
+                yield from txn.items()
+            finally:
+                txn.abort()
+        finally:
+            provider.close()
+
+
+def describe_file(files: StoreFiles, ref: CheckpointRef, kind: str) -> dict[str, Any]:
+    return {"version": ref.version, "id": ref.id, "file": files.path(ref, kind)}
+
+
+def plan_json(files: StoreFiles, plan: LoadPlan) -> dict[str, Any]:
+    """The `statebed plan --json` document (paths relative to the checkpoint root)."""
+    return {
+        "snapshot": describe_file(files, plan.snapshot, SNAPSHOT) if plan.snapshot is not None else None,
+        "changelogs": [describe_file(files, r, CHANGELOG) for r in plan.changelogs],
+    }
+

@@ -1,0 +1,32 @@
+"""Checkpoint storage: one interface, a local-directory and an S3 implementation."""
+
+from __future__ import annotations
+
+import os
+
+from ..config import S3Settings
+from .base import FileInfo, Storage, clean_path
+from .counting import CountingStorage
+from .local import LocalStorage
+from .s3 import S3Storage, parse_s3_url
+
+__all__ = [
+    "FileInfo",
+    "Storage",
+    "LocalStorage",
+    "S3Storage",
+    "CountingStorage",
+    "open_storage",
+    "clean_path",
+    "parse_s3_url",
+]
+
+
+def open_storage(location: str | os.PathLike[str], s3: S3Settings | None = None, *, create_bucket: bool = False) -> Storage:
+    """A checkpoint root given as a path or an `s3://bucket/prefix` URL."""
+    loc = os.fspath(location)
+    if loc.startswith("s3://"):
+        return S3Storage(loc, s3 or S3Settings.from_env(), create_bucket=create_bucket)
+    if loc.startswith("file://"):
+        loc = loc[len("file://") :]
+    return LocalStorage(loc)

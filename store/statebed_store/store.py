@@ -1,0 +1,503 @@
+"""The state store: load `(version, id)`, read and write, commit or abort.
+
+Lifecycle (as Spark's StateStore): `provider.load(version, id)` returns a `StateStore`
+transaction; `commit()` makes `version + 1` durable and returns `(version, new id, base
+id)`; `abort()` discards. One transaction per provider at a time.
+
+Load: reuse the open RocksDB instance only if it is at exactly `(version, id)`; else plan
+from storage (`plan.plan_load`) and rebuild. Commit (V2): write `<v+1>_<new id>.changelog`
+create-only with the lineage since the presumed last snapshot, durable before returning;
+every `snapshot_interval` versions take a local RocksDB checkpoint and queue it for the
+background uploader (commit never waits for it). The new id is drawn per load, i.e. per
+task attempt, so two attempts of one version can never overwrite each other.
+
+V1 mode writes `<v>.changelog` / `<v>.zip`, overwritten by every attempt, loaded by
+version: the legacy behaviour kept as a positive control. Switching V1<->V2 is detected
+at load (a V1 base under V2 options or the reverse); the first checkpoint after a switch
+is a synchronous full snapshot, so a load never mixes V1 and V2 files.
+"""
+
+from __future__ import annotations
+
+import enum
+import fcntl
+import hashlib
+import os
+import shutil
+import threading
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+import pyarrow as pa
+
+from . import failpoints
+from .changelog import DELETE, PUT, Chunk, as_binary_array, encode_changelog, parse_changelog
+from .config import StoreOptions
+from .engine import RocksEngine
+from .errors import (
+    CorruptFileError,
+    MissingFileError,
+    StatebedError,
+    StoreStateError,
+    UnplannableError,
+    UsageError,
+)
+from .lineage import CheckpointRef
+from .log import get_logger, kv
+from .naming import CHANGELOG, SNAPSHOT, SST_DIR, StateFileName, StoreId, check_id, new_checkpoint_id
+from .plan import LoadPlan, check_link, plan_load
+from .publish import publish_state_file
+from .snapshot import ImmutableFile, read_zip
+from .store_files import HeaderCache, StoreFiles
+from .storage.base import Storage
+from .uploader import PendingSnapshot, SnapshotUploader, SstRegistry, default_uploader, upload_snapshot
+
+__all__ = ["StateStoreProvider", "StateStore", "CommitResult", "ProviderMetrics"]
+
+log = get_logger("store")
+
+Keys = Sequence[bytes] | pa.Array | pa.ChunkedArray
+
+
+@dataclass(frozen=True)
+class CommitResult:
+    """What a task reports to the driver: the new checkpoint and the base it was built on."""
+
+    version: int
+    checkpoint_id: str | None
+    base_id: str | None
+    store: StoreId | None = None
+
+
+@dataclass
+class ProviderMetrics:
+    loads: int = 0
+    cache_hits: int = 0
+    snapshot_loads: int = 0
+    changelogs_replayed: int = 0
+    records_replayed: int = 0
+    load_seconds: float = 0.0
+    commits: int = 0
+    commit_seconds: float = 0.0
+    snapshots_queued: int = 0
+    snapshot_fallbacks: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+class _Status(enum.Enum):
+    IDLE = "idle"
+    IN_TXN = "in transaction"
+    CLOSED = "closed"
+
+
+class _SnapshotUnusable(Exception):
+    def __init__(self, ref: CheckpointRef, error: StatebedError) -> None:
+        self.ref, self.error = ref, error
+
+
+@dataclass
+class _Instance:
+    """The open RocksDB instance and what it is known to hold."""
+
+    engine: RocksEngine
+    loaded: CheckpointRef
+    lineage: list[CheckpointRef] = field(default_factory=list)
+    last_snapshot_version: int = 0
+    registry: SstRegistry = field(default_factory=SstRegistry)
+
+
+class StateStoreProvider:
+    """One store (operator, partition, store name) in one process: its local instance and files."""
+
+    def __init__(
+        self,
+        storage: Storage,
+        store: StoreId,
+        options: StoreOptions | None = None,
+        *,
+        uploader: SnapshotUploader | None = None,
+        cache: HeaderCache | None = None,
+        executor_id: str = "driver",
+    ) -> None:
+        self.storage = storage
+        self.store = store
+        self.options = options or StoreOptions()
+        self.uploader = uploader or default_uploader()
+        self.cache = cache or HeaderCache()
+        self.executor_id = executor_id
+        self.metrics = ProviderMetrics()
+        self._lock = threading.Lock()
+        self._status = _Status.IDLE
+        self._instance: _Instance | None = None
+        self._dir, self._lock_file, self._private = self._claim_local_dir()
+        self._sst_cache = self._local_root() / "sst-cache" / str(store.operator) / str(store.partition) / store.store_name
+        self._sst_cache.mkdir(parents=True, exist_ok=True)
+
+    # -- local directory ------------------------------------------------------------------
+    def _local_root(self) -> Path:
+        return Path(self.options.local_dir) / hashlib.sha1(self.storage.url.encode()).hexdigest()[:16]
+
+    def _claim_local_dir(self) -> tuple[Path, IO[bytes] | None, bool]:
+        """Lock `<local>/<op>/<part>/<store>`; if another process holds it, use a private one."""
+        base = self._local_root() / str(self.store.operator) / str(self.store.partition) / self.store.store_name
+        base.mkdir(parents=True, exist_ok=True)
+        f = open(base / "LOCK", "ab")
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            f.close()
+            private = base.parent / f"{self.store.store_name}.{os.getpid()}.{uuid.uuid4().hex[:8]}"
+            private.mkdir(parents=True)
+            return private, None, True
+        shutil.rmtree(base / "pending", ignore_errors=True)  # left by a dead process
+        return base, f, False
+
+    @property
+    def loaded(self) -> CheckpointRef | None:
+        return self._instance.loaded if self._instance else None
+
+    @property
+    def lineage(self) -> tuple[CheckpointRef, ...]:
+        return tuple(self._instance.lineage) if self._instance else ()
+
+    # -- load -----------------------------------------------------------------------------
+    def load(self, version: int, checkpoint_id: str | None = None, *, task_info: str = "") -> StateStore:
+        """Start a transaction on `(version, checkpoint_id)`; `version + 1` is what commit writes."""
+        if not isinstance(version, int) or version < 0:
+            raise UsageError(f"version must be an integer >= 0, got {version!r}")
+        if checkpoint_id is not None:
+            check_id(checkpoint_id)
+            if version == 0:
+                raise UsageError("version 0 is the empty state and has no checkpoint id")
+        if not self._lock.acquire(timeout=self.options.lock_timeout_s):
+            raise StoreStateError(f"{self.store}: another transaction held the store for {self.options.lock_timeout_s}s")
+        try:
+            if self._status is _Status.CLOSED:
+                raise StoreStateError(f"{self.store}: provider is closed")
+            ref = CheckpointRef(version, checkpoint_id)
+            t0 = time.perf_counter()
+            self.metrics.loads += 1
+            if self._instance is not None and self._instance.loaded == ref:
+                self.metrics.cache_hits += 1
+            else:
+                self._reload(ref)
+            self.metrics.load_seconds += time.perf_counter() - t0
+            v2 = self.options.format == "v2"
+            switch = version > 0 and ((v2 and checkpoint_id is None) or (not v2 and checkpoint_id is not None))
+            self._status = _Status.IN_TXN
+            return StateStore(self, ref, new_checkpoint_id() if v2 else None, switch, task_info)
+        except BaseException:
+            self._lock.release()
+            raise
+
+    def _invalidate(self) -> None:
+        inst, self._instance = self._instance, None
+        if inst is not None:
+            inst.engine.close()
+
+    def _reload(self, ref: CheckpointRef) -> None:
+        self._invalidate()
+        files = StoreFiles(self.storage, self.store, cache=self.cache, verify_checksums=self.options.checksums)
+        excluded: set[CheckpointRef] = set()
+        first_error: StatebedError | None = None
+        while True:
+            try:
+                plan = plan_load(files, ref, exclude_snapshots=frozenset(excluded))
+            except UnplannableError as e:
+                if first_error is not None:
+                    raise first_error from None
+                if ref.id is None and ref.version > 0 and any(r.version == ref.version and r.id for r in files.refs()):
+                    raise UnplannableError(e.target, e.detail + f"; version {ref.version} has V2 files: load it with its checkpoint id", e.missing) from None
+                raise
+            try:
+                self._instance = self._materialize(files, plan)
+                return
+            except _SnapshotUnusable as bad:
+                first_error = first_error or bad.error
+                excluded.add(bad.ref)
+                self.metrics.snapshot_fallbacks += 1
+                log.warning(
+                    "snapshot unusable; planning without it",
+                    extra=kv(store=str(self.store), snapshot=str(bad.ref), target=str(ref), error=str(bad.error)),
+                )
+
+    def _fetch_sst(self, f: ImmutableFile, subdir: str) -> Path:
+        """The SST in the host-local cache (downloaded once, shared by processes of this host)."""
+        cached = self._sst_cache / f.dfs
+        if cached.exists() and cached.stat().st_size == f.size:
+            return cached
+        path = f"{self.store.dir}/{subdir}/{f.dfs}"
+        data = self.storage.read(path)
+        if len(data) != f.size:
+            raise CorruptFileError(self.storage.display(path), f"SST is {len(data)} bytes, snapshot metadata expects {f.size}")
+        tmp = cached.with_name(f".{f.dfs}.{uuid.uuid4().hex}.tmp")
+        tmp.write_bytes(data)
+        os.replace(tmp, cached)
+        return cached
+
+    def _unpack_snapshot(self, files: StoreFiles, snap: CheckpointRef, db_dir: Path) -> SstRegistry:
+        shown = files.display(snap, SNAPSHOT)
+        try:
+            meta, members = read_zip(files.read_verified(snap, SNAPSHOT), file=shown, version=snap.version)
+            for name, content in members.items():
+                (db_dir / name).write_bytes(content)
+            for f, sub in [(f, SST_DIR) for f in meta.sst_files] + [(f, "logs") for f in meta.log_files]:
+                try:
+                    src = self._fetch_sst(f, sub)
+                except MissingFileError as e:
+                    raise MissingFileError(e.file, f"file named by {shown} is missing") from None
+                try:
+                    os.link(src, db_dir / f.local)
+                except OSError:
+                    shutil.copyfile(src, db_dir / f.local)
+        except (CorruptFileError, MissingFileError, UnplannableError) as e:
+            raise _SnapshotUnusable(snap, e) from None
+        self.metrics.snapshot_loads += 1
+        return SstRegistry(meta.sst_files)
+
+    def _materialize(self, files: StoreFiles, plan: LoadPlan) -> _Instance:
+        db_dir = self._dir / "db"
+        RocksEngine.clear_dir(db_dir)
+        registry = SstRegistry()
+        if plan.snapshot is not None:
+            registry = self._unpack_snapshot(files, plan.snapshot, db_dir)
+        try:
+            engine = RocksEngine(db_dir)
+        except StatebedError as e:
+            if plan.snapshot is None:
+                raise
+            raise _SnapshotUnusable(plan.snapshot, CorruptFileError(files.display(plan.snapshot, SNAPSHOT), str(e))) from None
+        try:
+            prev = plan.snapshot
+            for ref in plan.changelogs:
+                shown = files.display(ref, CHANGELOG)
+                cl = parse_changelog(files.read_verified(ref, CHANGELOG), file=shown, version=ref.version)
+                check_link(ref, cl.lineage, prev, file=shown)
+                self.metrics.records_replayed += engine.apply(cl.records(), DELETE)
+                self.metrics.changelogs_replayed += 1
+                prev = ref
+        except BaseException:
+            engine.close()
+            raise
+        lineage = list(plan.chain)[-self.options.snapshot_interval :] if plan.target.id is not None else []
+        log.info(
+            "loaded",
+            extra=kv(store=str(self.store), target=str(plan.target), snapshot=str(plan.snapshot), changelogs=len(plan.changelogs)),
+        )
+        return _Instance(
+            engine=engine,
+            loaded=plan.target,
+            lineage=lineage,
+            last_snapshot_version=plan.snapshot.version if plan.snapshot else 0,
+            registry=registry,
+        )
+
+    # -- commit / abort (called by StateStore) ---------------------------------------------
+    def _engine(self, txn: StateStore) -> RocksEngine:
+        if self._status is not _Status.IN_TXN or txn._done or self._instance is None:
+            raise StoreStateError(f"{self.store}: transaction on {txn.base} is already finished")
+        return self._instance.engine
+
+    def _creator(self, txn: StateStore) -> dict[str, Any]:
+        return {"executorId": self.executor_id, "taskInfo": txn.task_info, "writer": "statebed"}
+
+    def _commit(self, txn: StateStore) -> CommitResult:
+        self._engine(txn)
+        inst = self._instance
+        assert inst is not None
+        t0 = time.perf_counter()
+        new = CheckpointRef(txn.base.version + 1, txn.new_id)
+        v2 = self.options.format == "v2"
+        try:
+            if txn.switch:
+                self._switch_snapshot(txn, new)
+            else:
+                fmt = 3 if v2 else 1
+                data = encode_changelog(fmt, tuple(inst.lineage) if v2 else None, txn._chunks, self.options.lz4_block_size)
+                path = self.store.path(StateFileName(new.version, new.id, CHANGELOG).name)
+                if not failpoints.hit("changelog.upload.before"):
+                    publish_state_file(
+                        self.storage, path, data, create_only=v2, checksums=self.options.checksums, creator=self._creator(txn)
+                    )
+                failpoints.hit("changelog.upload.after")
+        except BaseException:
+            self._finish(txn)
+            self._invalidate()
+            self._lock.release()
+            raise
+        try:
+            base_lineage = tuple(inst.lineage)
+            inst.loaded = new
+            if txn.switch:
+                inst.lineage = [new] if v2 else []
+                inst.last_snapshot_version = new.version
+            else:
+                if v2:
+                    inst.lineage.append(new)
+                if new.version - inst.last_snapshot_version >= self.options.snapshot_interval:
+                    self._queue_snapshot(txn, new, base_lineage if v2 else None)
+            self.metrics.commits += 1
+            self.metrics.commit_seconds += time.perf_counter() - t0
+            log.info("committed", extra=kv(store=str(self.store), version=new.version, id=new.id, base=txn.base.id))
+            return CommitResult(new.version, new.id, txn.base.id, self.store)
+        finally:
+            self._finish(txn)
+            self._lock.release()
+
+    def _finish(self, txn: StateStore) -> None:
+        txn._done = True
+        self._status = _Status.IDLE
+
+    def _pending(self, txn: StateStore, ref: CheckpointRef, lineage: tuple[CheckpointRef, ...] | None) -> PendingSnapshot:
+        inst = self._instance
+        assert inst is not None
+        ckpt = self._dir / "pending" / f"{ref.version}_{ref.id or 'v1'}_{uuid.uuid4().hex[:8]}"
+        inst.engine.checkpoint(ckpt)
+        return PendingSnapshot(
+            storage=self.storage,
+            store=self.store,
+            ref=ref,
+            lineage=lineage,
+            checkpoint_dir=ckpt,
+            registry=inst.registry,
+            num_keys=inst.engine.num_keys_estimate(),
+            checksums=self.options.checksums,
+            creator=self._creator(txn),
+            attempts=self.options.snapshot_upload_attempts,
+            backoff_s=self.options.snapshot_upload_backoff_s,
+        )
+
+    def _queue_snapshot(self, txn: StateStore, ref: CheckpointRef, lineage: tuple[CheckpointRef, ...] | None) -> None:
+        """Queue `ref` for upload and presume it a snapshot: the lineage restarts at it."""
+        inst = self._instance
+        assert inst is not None
+        try:
+            pending = self._pending(txn, ref, lineage)
+        except Exception as e:  # a local checkpoint failing must not fail a durable commit
+            log.warning("could not take a local checkpoint; snapshot skipped", extra=kv(store=str(self.store), version=ref.version, error=str(e)))
+            return
+        self.uploader.submit(pending)
+        self.metrics.snapshots_queued += 1
+        inst.lineage = [ref] if ref.id is not None else []
+        inst.last_snapshot_version = ref.version
+
+    def _switch_snapshot(self, txn: StateStore, ref: CheckpointRef) -> None:
+        """First checkpoint after a V1<->V2 switch: a full snapshot, uploaded before commit returns."""
+        pending = self._pending(txn, ref, () if ref.id is not None else None)
+        try:
+            if not upload_snapshot(pending):
+                raise StatebedError(f"{self.store}: format-switch snapshot of version {ref.version} was dropped by a failpoint")
+        finally:
+            shutil.rmtree(pending.checkpoint_dir, ignore_errors=True)
+        log.info("format switch snapshot written", extra=kv(store=str(self.store), version=ref.version, id=ref.id, format=self.options.format))
+
+    def _abort(self, txn: StateStore) -> None:
+        if txn._done:
+            return
+        self._finish(txn)
+        self._invalidate()  # the instance holds half a batch: rebuild on the next load
+        self._lock.release()
+
+    def close(self, drain_timeout_s: float = 0.0) -> None:
+        """Release the local instance; optionally wait for queued snapshots first."""
+        if drain_timeout_s:
+            self.uploader.drain(drain_timeout_s)
+        with self._lock:
+            self._invalidate()
+            self._status = _Status.CLOSED
+            if self._lock_file is not None:
+                self._lock_file.close()
+                self._lock_file = None
+            shutil.rmtree(self._dir / "db", ignore_errors=True)
+            if self._private:
+                shutil.rmtree(self._dir, ignore_errors=True)
+
+    def __enter__(self) -> StateStoreProvider:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class StateStore:
+    """One transaction: read and write version `base.version`, then commit `base.version + 1`."""
+
+    def __init__(self, provider: StateStoreProvider, base: CheckpointRef, new_id: str | None, switch: bool, task_info: str) -> None:
+        self._p = provider
+        self.base = base
+        self.new_id = new_id
+        self.switch = switch
+        self.task_info = task_info
+        self._chunks: list[Chunk] = []
+        self._done = False
+
+    @property
+    def version(self) -> int:
+        return self.base.version
+
+    @property
+    def store(self) -> StoreId:
+        return self._p.store
+
+    # reads
+    def get(self, key: bytes) -> bytes | None:
+        return self._p._engine(self).get(key)
+
+    def get_many(self, keys: Keys) -> list[bytes | None]:
+        return self._p._engine(self).get_many(_pylist(keys))
+
+    def items(self, start: bytes | None = None, end: bytes | None = None, prefix: bytes | None = None) -> Iterator[tuple[bytes, bytes]]:
+        return self._p._engine(self).items(start, end, prefix)
+
+    # writes
+    def put(self, key: bytes, value: bytes) -> None:
+        self.put_many([key], [value])
+
+    def put_many(self, keys: Keys, values: Keys) -> None:
+        """Write a batch: one WriteBatch and one changelog chunk, whatever its size."""
+        engine = self._p._engine(self)
+        kl, vl = _pylist(keys), _pylist(values)
+        if len(kl) != len(vl):
+            raise UsageError(f"put_many got {len(kl)} keys but {len(vl)} values")
+        try:
+            engine.write(puts=(kl, vl))
+        except TypeError as e:
+            raise UsageError(f"keys and values must be bytes ({e})") from None
+        self._chunks.append(Chunk(PUT, as_binary_array(keys), as_binary_array(values)))
+
+    def delete(self, key: bytes) -> None:
+        self.delete_many([key])
+
+    def delete_many(self, keys: Keys) -> None:
+        engine = self._p._engine(self)
+        kl = _pylist(keys)
+        try:
+            engine.write(deletes=kl)
+        except TypeError as e:
+            raise UsageError(f"keys must be bytes ({e})") from None
+        self._chunks.append(Chunk(DELETE, as_binary_array(keys)))
+
+    def commit(self) -> CommitResult:
+        return self._p._commit(self)
+
+    def abort(self) -> None:
+        self._p._abort(self)
+
+    def __enter__(self) -> StateStore:
+        return self
+
+    def __exit__(self, exc_type: object, *exc: object) -> None:
+        if not self._done:
+            self.abort()
+
+
+def _pylist(values: Keys) -> list[bytes]:
+    if isinstance(values, (pa.Array, pa.ChunkedArray)):
+        return values.to_pylist()  # type: ignore[no-any-return]
+    return values if isinstance(values, list) else list(values)
