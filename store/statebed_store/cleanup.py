@@ -12,6 +12,9 @@ Why each delete is safe:
 * SSTs referenced by a kept snapshot, or by any snapshot of a not-yet-decided version,
   are kept; an unreferenced SST is deleted only once older than `sst_orphan_grace_s`,
   because an upload in flight publishes its SSTs before the zip that names them.
+* A snapshot is relied on only if every SST it names is listed with its size; one that is
+  incomplete (an upload that lost a race with an earlier cleanup) is planned around, so
+  the changelogs its version needs are kept, exactly as a load would fall back.
 * If a retained version cannot be planned, nothing is deleted: cleanup never turns a
   damaged checkpoint into a lost one.
 
@@ -75,10 +78,30 @@ def cleanup_store(
         return report
     latest = max(r.version for r in retained)
     files = StoreFiles(storage, store, cache=cache)
+    ssts = files.sst_listing()  # listed after the zips: a listed zip's SSTs were uploaded before it
+    broken: set[CheckpointRef] = set()
+
+    def complete(snap: CheckpointRef) -> bool:
+        """Only a snapshot whose SSTs are all present (right size) may stand in for changelogs."""
+        if snap in broken:
+            return False
+        try:
+            meta = files.snapshot_metadata(snap)
+        except StatebedError:
+            broken.add(snap)
+            return False
+        if any((info := ssts.get(f.dfs)) is None or info.size != f.size for f in meta.sst_files):
+            broken.add(snap)
+            return False
+        return True
+
     keep: set[StateFileName] = set()
     kept_snapshots: set[CheckpointRef] = set()
     for ref in retained:
-        plan = plan_load(files, ref)  # raises: nothing is deleted when a retained version is unloadable
+        while True:  # raises: nothing is deleted when a retained version is unloadable
+            plan = plan_load(files, ref, exclude_snapshots=frozenset(broken))
+            if plan.snapshot is None or complete(plan.snapshot):
+                break
         for r in plan.changelogs:
             keep.add(StateFileName(r.version, r.id, CHANGELOG))
         if plan.snapshot is not None:
@@ -87,8 +110,10 @@ def cleanup_store(
         for kind in (CHANGELOG, SNAPSHOT):
             if files.has(ref, kind):
                 keep.add(StateFileName(ref.version, ref.id, kind))  # type: ignore[arg-type]
-        if files.has_snapshot(ref):
+        if files.has_snapshot(ref) and complete(ref):
             kept_snapshots.add(ref)
+    if broken:
+        log.warning("snapshots with missing SSTs are not relied on", extra=kv(store=str(store), snapshots=[str(b) for b in sorted(broken)]))
     committed_ids = {(r.version, r.id) for r in retained}
     doomed: list[StateFileName] = [n for n in files.files if n.version <= latest and n not in keep]
     deleted_names = {n.name for n in doomed}
@@ -114,7 +139,6 @@ def cleanup_store(
                 raise
             log.info("skipping unreadable in-flight snapshot", extra=kv(store=str(store), snapshot=str(snap), error=str(e)))
     now = time.time() if now is None else now
-    ssts = files.sst_listing()
     sst_paths = [
         f"{store.dir}/{SST_DIR}/{name}"
         for name, info in ssts.items()

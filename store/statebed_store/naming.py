@@ -52,8 +52,8 @@ Kind = Literal["changelog", "zip"]
 
 # Ids end up in file names: letters, digits and dashes only (UUIDs, the seed's 8-hex ids).
 _ID = r"[0-9A-Za-z][0-9A-Za-z-]{0,63}"
-_ID_RE = re.compile(rf"^{_ID}$")
-_STATE_FILE_RE = re.compile(rf"^(0|[1-9][0-9]{{0,18}})(?:_({_ID}))?\.(changelog|zip)$")
+_ID_RE = re.compile(rf"^{_ID}\Z")
+_STATE_FILE_RE = re.compile(rf"^(0|[1-9][0-9]{{0,18}})(?:_({_ID}))?\.(changelog|zip)\Z")
 
 
 def is_valid_id(checkpoint_id: str) -> bool:
@@ -120,7 +120,7 @@ class StoreId:
     def __post_init__(self) -> None:
         if self.operator < 0 or self.partition < 0:
             raise UsageError(f"operator and partition must be >= 0, got {self.operator}/{self.partition}")
-        if self.store_name != DEFAULT_STORE and not re.match(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", self.store_name):
+        if self.store_name != DEFAULT_STORE and not re.match(r"^[A-Za-z0-9][A-Za-z0-9_.-]*\Z", self.store_name):
             raise UsageError(f"store name {self.store_name!r} is malformed")
 
     @property

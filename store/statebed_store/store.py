@@ -202,8 +202,25 @@ class StateStoreProvider:
             inst.engine.close()
 
     def _reload(self, ref: CheckpointRef) -> None:
+        """Rebuild the instance at `ref` from storage.
+
+        A listing can go stale while a load runs: cleanup may delete files of an old plan
+        once a newer snapshot appeared. A missing file therefore earns one fresh listing
+        and a second try before it is reported.
+        """
         self._invalidate()
-        files = StoreFiles(self.storage, self.store, cache=self.cache, verify_checksums=self.options.checksums)
+        for attempt in (1, 2):
+            files = StoreFiles(self.storage, self.store, cache=self.cache, verify_checksums=self.options.checksums)
+            try:
+                self._instance = self._build(files, ref)
+                return
+            except (MissingFileError, UnplannableError) as e:
+                if attempt == 2:
+                    raise
+                log.info("file missing while loading; listing again", extra=kv(store=str(self.store), target=str(ref), error=str(e)))
+
+    def _build(self, files: StoreFiles, ref: CheckpointRef) -> _Instance:
+        """Plan and materialize; a damaged snapshot is excluded and the load planned without it."""
         excluded: set[CheckpointRef] = set()
         first_error: StatebedError | None = None
         while True:
@@ -216,8 +233,7 @@ class StateStoreProvider:
                     raise UnplannableError(e.target, e.detail + f"; version {ref.version} has V2 files: load it with its checkpoint id", e.missing) from None
                 raise
             try:
-                self._instance = self._materialize(files, plan)
-                return
+                return self._materialize(files, plan)
             except _SnapshotUnusable as bad:
                 first_error = first_error or bad.error
                 excluded.add(bad.ref)
@@ -307,7 +323,7 @@ class StateStoreProvider:
     def _creator(self, txn: StateStore) -> dict[str, Any]:
         return {"executorId": self.executor_id, "taskInfo": txn.task_info, "writer": "statebed"}
 
-    def _commit(self, txn: StateStore) -> CommitResult:
+    def _commit(self, txn: StateStore, snapshot: bool | None) -> CommitResult:
         self._engine(txn)
         inst = self._instance
         assert inst is not None
@@ -340,7 +356,8 @@ class StateStoreProvider:
             else:
                 if v2:
                     inst.lineage.append(new)
-                if new.version - inst.last_snapshot_version >= self.options.snapshot_interval:
+                due = new.version - inst.last_snapshot_version >= self.options.snapshot_interval
+                if snapshot or (snapshot is None and due):
                     self._queue_snapshot(txn, new, base_lineage if v2 else None)
             self.metrics.commits += 1
             self.metrics.commit_seconds += time.perf_counter() - t0
@@ -483,8 +500,10 @@ class StateStore:
             raise UsageError(f"keys must be bytes ({e})") from None
         self._chunks.append(Chunk(DELETE, as_binary_array(keys)))
 
-    def commit(self) -> CommitResult:
-        return self._p._commit(self)
+    def commit(self, snapshot: bool | None = None) -> CommitResult:
+        """Make `version + 1` durable. `snapshot`: None = every `snapshot_interval` versions,
+        True = queue one now (e.g. before a planned shutdown), False = not this time."""
+        return self._p._commit(self, snapshot)
 
     def abort(self) -> None:
         self._p._abort(self)

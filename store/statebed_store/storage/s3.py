@@ -105,6 +105,9 @@ class S3Storage:
         key, shown = self._key(path), self.display(path)
 
         def get() -> bytes:
+            if length == 0:  # the SDK reads length 0 as "to the end": an empty range is empty
+                self.client.stat_object(self.bucket, key)  # but a missing file is still missing
+                return b""
             try:
                 resp = self.client.get_object(self.bucket, key, offset=start, length=length or 0)
             except S3Error as e:
@@ -195,7 +198,8 @@ class S3Storage:
 
     def list_dirs(self, directory: str) -> list[str]:
         objs = self._call("list", self.display(directory), self._list, directory)
-        return [o.object_name.rstrip("/").rsplit("/", 1)[-1] for o in objs if o.is_dir]
+        names = [o.object_name.rstrip("/").rsplit("/", 1)[-1] for o in objs if o.is_dir]
+        return [n for n in names if not n.startswith(".")]  # hidden, as in `list` and LocalStorage
 
     def delete(self, paths: Sequence[str]) -> None:
         if not paths:

@@ -1,0 +1,113 @@
+"""Smoke test of the benchmarks: each one's main() runs in --quick mode and emits sane JSON.
+
+No timing assertions: speed is measured by `python benchmarks/run_all.py`, never here.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+BENCH_DIR = Path(__file__).resolve().parents[2] / "benchmarks"
+NAMES = ("put_commit", "commit_latency", "recovery", "cleanup_requests")
+
+
+def load(name: str) -> ModuleType:
+    if str(BENCH_DIR) not in sys.path:
+        sys.path.insert(0, str(BENCH_DIR))
+    spec = importlib.util.spec_from_file_location(f"statebed_bench_{name}", BENCH_DIR / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def run(name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], *extra: str) -> dict[str, Any]:
+    returned = load(name).main(["--quick", "--json", "--workdir", str(tmp_path), *extra])
+    out = capsys.readouterr().out
+    res = json.loads(out)  # stdout holds exactly one JSON object (the human report is on stderr)
+    assert res["benchmark"] == returned["benchmark"] == name
+    assert res["mode"] == "quick"
+    assert res["storage"] == "local"
+    assert res["params"]
+    assert res["elapsed_s"] > 0
+    assert res["headline"]
+    assert res["ratios"], "every benchmark reports ratios against its baseline"
+    for r in res["ratios"]:
+        assert isinstance(r["value"], float) and math.isfinite(r["value"]) and r["value"] > 0, r
+        assert r["baseline"]
+        if r["goal_op"] is not None:
+            assert r["goal_op"] in (">=", "<=") and r["goal"] > 0
+            assert r["met"] in (True, False)
+    assert any(r["goal_op"] is not None for r in res["ratios"]), "at least one ratio has a goal"
+    assert list(tmp_path.iterdir()) == [], "the work directory is cleaned up"
+    return res
+
+
+def test_put_commit(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    res = run("put_commit", tmp_path, capsys)
+    m = res["metrics"]
+    assert m["verified"] is True
+    assert m["commits_per_run"] > 0
+    assert len(m["records_per_s"]) == 5
+    assert all(v > 0 and math.isfinite(v) for v in m["records_per_s"].values())
+    assert {r["name"] for r in res["ratios"]} >= {"store/raw, lists", "store/raw, arrow"}
+
+
+def test_commit_latency(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    res = run("commit_latency", tmp_path, capsys)
+    for fmt in ("v1", "v2"):
+        st = res["metrics"]["per_format"][fmt]
+        assert st["n"] > 0 and st["snapshot_commits"] > 0
+        assert 0 < st["p50_ms"] <= st["p99_ms"] <= st["max_ms"]
+        assert res["metrics"]["changelog_bytes"][fmt] > 0
+        assert res["metrics"]["encode_us"][fmt] > 0
+    assert {r["name"] for r in res["ratios"]} >= {"p50 V2/V1", "p99 V2/V1"}
+
+
+def test_recovery(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    res = run("recovery", tmp_path, capsys, "--profile")
+    m = res["metrics"]
+    assert m["verified"] is True
+    for fmt in ("v1", "v2"):
+        assert m["median_s"][fmt] > 0
+        assert m["replay"][fmt] == {"snapshot_loads": 1, "changelogs_replayed": 3, "records_replayed": 3000}
+        assert m["build"][fmt]["uploaded"] == 1 and m["build"][fmt]["drained"] is True
+    prof = res["profile"]
+    assert prof["tool"] == "cprofile" and prof["top"] and prof["total_s"] > 0
+
+
+def test_cleanup_requests(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    res = run("cleanup_requests", tmp_path, capsys)
+    m = res["metrics"]
+    assert m["loadable_after"] is True
+    steady = {int(h): s for h, s in m["steady"].items()}
+    first = {int(h): f for h, f in m["first"].items()}
+    assert sorted(steady) == [10, 30]
+    for h in steady:
+        assert steady[h]["max_total"] > 0 and steady[h]["by_kind_max"]["list"] > 0
+        assert first[h]["non_delete"] > 0
+    assert first[30]["paths_deleted"] > 0 and first[30]["delete_requests"] > 0
+
+
+def test_summary_table_renders() -> None:
+    load("put_commit")  # puts benchmarks/ on sys.path
+    import benchlib
+
+    results = [
+        {
+            "benchmark": "x",
+            "headline": "h",
+            "ratios": [{"name": "a/b", "value": 0.9, "goal_op": ">=", "goal": 0.8, "met": True, "baseline": "b", "note": ""}],
+        },
+        {"benchmark": "y", "error": "exit status 1"},
+    ]
+    text = benchlib.summary_table(results)
+    assert "a/b" in text and "OK" in text and "FAILED" in text

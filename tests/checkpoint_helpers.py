@@ -1,0 +1,104 @@
+"""Writing small real checkpoints with the store, and reading them back in fresh instances."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from statebed_store import (
+    CheckpointRef,
+    CommitLog,
+    CommitResult,
+    SnapshotUploader,
+    StateStoreProvider,
+    Storage,
+    StoreId,
+    StoreOptions,
+)
+from statebed_store.naming import StateFileName
+
+STORE = StoreId(0, 0)
+
+
+@dataclass
+class Written:
+    """What `write_versions` committed: per version its result and the exact state after it."""
+
+    storage: Storage
+    store: StoreId
+    results: dict[int, CommitResult] = field(default_factory=dict)
+    states: dict[int, dict[bytes, bytes]] = field(default_factory=dict)
+
+    def ref(self, version: int) -> CheckpointRef:
+        return CheckpointRef(version, self.results[version].checkpoint_id)
+
+    def path(self, version: int, kind: str = "changelog") -> str:
+        """Checkpoint-relative path of one of the written files."""
+        return self.store.path(StateFileName(version, self.results[version].checkpoint_id, kind).name)  # type: ignore[arg-type]
+
+    def display(self, version: int, kind: str = "changelog") -> str:
+        return self.storage.display(self.path(version, kind))
+
+
+def batch_ops(version: int) -> tuple[list[bytes], list[bytes], list[bytes]]:
+    """Puts and deletes of the batch that commits `version` (deterministic, with overwrites and deletes)."""
+    keys = [b"count", b"k%d" % version, b"shared"]
+    values = [b"%d" % version, b"value-%d" % version, b"shared-%d" % version]
+    deletes = [b"k%d" % (version - 2)] if version >= 3 else []
+    return keys, values, deletes
+
+
+def write_versions(
+    storage: Storage,
+    options: StoreOptions,
+    uploader: SnapshotUploader,
+    versions: int = 4,
+    *,
+    store: StoreId = STORE,
+    snapshot_at: tuple[int, ...] = (),
+    commit_log: bool = False,
+) -> Written:
+    """Commit versions 1..`versions` through one provider; snapshots only at `snapshot_at` (uploaded)."""
+    out = Written(storage, store)
+    state: dict[bytes, bytes] = {}
+    log = CommitLog(storage)
+    with StateStoreProvider(storage, store, options, uploader=uploader) as provider:
+        base: str | None = None
+        for v in range(1, versions + 1):
+            keys, values, deletes = batch_ops(v)
+            with provider.load(v - 1, base) as txn:
+                txn.put_many(keys, values)
+                if deletes:
+                    txn.delete_many(deletes)
+                res = txn.commit(snapshot=v in snapshot_at)
+            assert (res.version, res.base_id) == (v, base)
+            state.update(zip(keys, values))
+            for k in deletes:
+                state.pop(k, None)
+            out.results[v] = res
+            out.states[v] = dict(state)
+            base = res.checkpoint_id
+            if commit_log:
+                log.write(v - 1, {store.operator: [[res.checkpoint_id]]})
+        assert uploader.drain(30), "snapshot uploads did not finish"
+    assert uploader.failed == 0
+    return out
+
+
+def fresh_options(options: StoreOptions, tmp_path: Path) -> StoreOptions:
+    """Options with a local directory nobody used: no cached instance, no cached SSTs."""
+    return options.with_(local_dir=tmp_path / f"reader-{uuid.uuid4().hex[:8]}")
+
+
+def load_state(
+    storage: Storage, options: StoreOptions, tmp_path: Path, version: int, checkpoint_id: str | None, *, store: StoreId = STORE
+) -> tuple[dict[bytes, bytes], StateStoreProvider]:
+    """The state of `(version, id)` rebuilt from storage alone; returns it and the (closed) provider."""
+    provider = StateStoreProvider(storage, store, fresh_options(options, tmp_path), uploader=SnapshotUploader())
+    try:
+        with provider.load(version, checkpoint_id) as txn:
+            state = dict(txn.items())
+    finally:
+        provider.close()
+    return state, provider

@@ -1,0 +1,65 @@
+"""Shared fixtures: checkpoint storage on a local directory and on a real S3 server."""
+
+from __future__ import annotations
+
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from s3server import ACCESS_KEY, SECRET_KEY, S3Server, start_s3_server  # noqa: E402
+from statebed_store import S3Settings, SnapshotUploader, Storage, StoreOptions, failpoints, open_storage  # noqa: E402
+from statebed_store.storage import S3Storage  # noqa: E402
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+@pytest.fixture(scope="session")
+def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
+    server = start_s3_server(tmp_path_factory.mktemp("s3"))
+    yield server
+    server.stop()
+
+
+def s3_settings(server: S3Server) -> S3Settings:
+    return S3Settings(endpoint=server.endpoint, access_key=ACCESS_KEY, secret_key=SECRET_KEY)
+
+
+def s3_storage(server: S3Server) -> S3Storage:
+    """A fresh prefix in the test bucket: every test sees an empty checkpoint root."""
+    return S3Storage(f"s3://statebed-test/{uuid.uuid4().hex}", s3_settings(server))
+
+
+@pytest.fixture(params=["local", pytest.param("s3", marks=pytest.mark.s3)])
+def storage(request: pytest.FixtureRequest, tmp_path: Path) -> Storage:
+    """The same test on a local directory and on S3 (contract tests over both backends)."""
+    if request.param == "local":
+        return open_storage(tmp_path / "ckpt")
+    return s3_storage(request.getfixturevalue("s3_server"))
+
+
+@pytest.fixture
+def local_storage(tmp_path: Path) -> Storage:
+    return open_storage(tmp_path / "ckpt")
+
+
+@pytest.fixture
+def options(tmp_path: Path) -> StoreOptions:
+    return StoreOptions(local_dir=tmp_path / "local", snapshot_upload_backoff_s=0.01)
+
+
+@pytest.fixture
+def uploader() -> SnapshotUploader:
+    """A private uploader per test, so `drain()` waits for this test's snapshots only."""
+    return SnapshotUploader()
+
+
+@pytest.fixture(autouse=True)
+def _no_failpoints() -> Iterator[None]:
+    failpoints.disarm()
+    yield
+    failpoints.disarm()
