@@ -23,7 +23,6 @@ import sys
 import tempfile
 import time
 import uuid
-from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -73,7 +72,6 @@ class Env:
 
     args: argparse.Namespace
     root: Path
-    owned: bool
     storage_kind: str
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:8])
 
@@ -94,7 +92,7 @@ class Env:
         shutil.rmtree(path, ignore_errors=True)
 
     def close(self) -> None:
-        if self.owned and not self.args.keep:
+        if not self.args.keep:
             shutil.rmtree(self.root, ignore_errors=True)
 
 
@@ -104,11 +102,9 @@ def environment(args: argparse.Namespace, name: str) -> Iterator[Env]:
     if args.workdir is not None:
         root = Path(args.workdir) / f"{name}-{uuid.uuid4().hex[:8]}"
         root.mkdir(parents=True)
-        owned = True
     else:
         root = Path(tempfile.mkdtemp(prefix=f"statebed-bench-{name}-"))
-        owned = True
-    env = Env(args, root, owned, kind)
+    env = Env(args, root, kind)
     try:
         yield env
     finally:
@@ -146,15 +142,6 @@ def pct(xs: Sequence[float], q: float) -> float:
 
 def finite(x: float) -> bool:
     return isinstance(x, (int, float)) and math.isfinite(x)
-
-
-class Timer:
-    def __enter__(self) -> Timer:
-        self.t0 = time.perf_counter()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.s = time.perf_counter() - self.t0
 
 
 # -- counting storage with listing sizes -----------------------------------------------------
@@ -241,9 +228,7 @@ class Report:
 
     def ratio(self, name: str, value: float, op: str | None, goal: float | None, *, baseline: str, note: str = "") -> None:
         met = None if op is None or goal is None or not finite(value) else bool(_OPS[op](value, goal))
-        self.ratios.append(
-            {"name": name, "value": value, "goal_op": op, "goal": goal, "met": met, "baseline": baseline, "note": note}
-        )
+        self.ratios.append({"name": name, "value": value, "goal_op": op, "goal": goal, "met": met, "baseline": baseline, "note": note})
 
     def table(self, title: str, headers: list[str], rows: list[list[Any]]) -> None:
         self.tables.append({"title": title, "headers": headers, "rows": rows})
@@ -294,7 +279,12 @@ def fmt(v: Any) -> str:
 def grid(headers: list[str], rows: list[list[Any]], indent: str = "  ") -> str:
     cells = [[fmt(c) for c in r] for r in rows]
     widths = [max(len(h), *(len(r[i]) for r in cells)) if cells else len(h) for i, h in enumerate(headers)]
-    line = lambda r: indent + "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths)))  # noqa: E731
+    # numbers right-aligned, text left-aligned
+    numeric = [any(isinstance(r[i], (int, float)) and not isinstance(r[i], bool) for r in rows) for i in range(len(headers))]
+
+    def line(r: list[str]) -> str:
+        return indent + "  ".join(c.rjust(w) if numeric[i] else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths))).rstrip()
+
     return "\n".join([line(headers), indent + "  ".join("-" * w for w in widths)] + [line(r) for r in cells])
 
 
@@ -319,8 +309,8 @@ def render(res: dict[str, Any]) -> str:
         out.append("\n  ratios (baseline measured in this run)")
         out.append(
             grid(
-                ["ratio", "value", "goal", "", "baseline"],
-                [[r["name"], r["value"], goal_text(r), verdict(r), r["baseline"]] for r in res["ratios"]],
+                ["ratio", "value", "goal", "", "baseline", "note"],
+                [[r["name"], r["value"], goal_text(r), verdict(r), r["baseline"], r.get("note", "")] for r in res["ratios"]],
                 "    ",
             )
         )
@@ -336,7 +326,7 @@ def render(res: dict[str, Any]) -> str:
                 )
             )
         if p.get("groups"):
-            out.append("    by stage (cumulative): " + ", ".join(f"{k} {v:.2f}s" for k, v in p["groups"].items()))
+            out.append("    by stage (cumulative): " + ", ".join(f"{k} {v:.3f}s" for k, v in p["groups"].items()))
         if p.get("text"):
             out.append(p["text"])
     if res.get("headline"):
@@ -399,25 +389,26 @@ class Profile:
                 self._pi.stop()
             self.seconds += time.perf_counter() - t0
 
-    def summary(self, *, top: int = 15, groups: dict[str, str] | None = None) -> dict[str, Any]:
-        """`groups`: label -> substring of a function name, reported as cumulative seconds
-        (the largest cumulative time among matching functions, i.e. the outermost match)."""
+    def summary(self, *, top: int = 15, groups: dict[str, str | tuple[str, ...]] | None = None) -> dict[str, Any]:
+        """`groups`: label -> substring(s) that a function's name must all contain, reported as
+        cumulative seconds (the largest among matching functions, i.e. the outermost match)."""
         if self._cp is None:
             text = self._pi.output_text(unicode=True, color=False, show_all=False)
             return {"tool": "pyinstrument", "what": self.what, "total_s": self.seconds, "top": [], "groups": {}, "text": text}
         stats = pstats.Stats(self._cp, stream=io.StringIO()).stats  # type: ignore[attr-defined]
-        rows = [
-            {"function": _short(func), "self_s": tt, "cum_s": ct, "calls": nc}
-            for func, (_cc, nc, tt, ct, _callers) in stats.items()
-        ]
+        rows = [{"function": _short(func), "self_s": tt, "cum_s": ct, "calls": nc} for func, (_cc, nc, tt, ct, _callers) in stats.items()]
         rows.sort(key=lambda r: r["self_s"], reverse=True)
         prof_total = sum(r["self_s"] for r in rows) or 1.0
         for r in rows:
             r["self_pct"] = round(100.0 * r["self_s"] / prof_total, 1)
             r["self_s"] = round(r["self_s"], 4)
             r["cum_s"] = round(r["cum_s"], 4)
+
+        def match(name: str, needle: str | tuple[str, ...]) -> bool:
+            return all(n in name for n in ((needle,) if isinstance(needle, str) else needle))
+
         grouped = {
-            label: round(max((r["cum_s"] for r in rows if needle in r["function"]), default=0.0), 3)
+            label: round(max((r["cum_s"] for r in rows if match(r["function"], needle)), default=0.0), 3)
             for label, needle in (groups or {}).items()
         }
         return {"tool": "cprofile", "what": self.what, "total_s": self.seconds, "top": rows[:top], "groups": grouped, "text": ""}
@@ -446,10 +437,3 @@ def summary_table(results: Sequence[dict[str, Any]]) -> str:
 
 def by_kind(counts: dict[str, int]) -> str:
     return " ".join(f"{k}={v}" for k, v in sorted(counts.items())) or "none"
-
-
-def summed(dicts: Sequence[dict[str, int]]) -> dict[str, int]:
-    c: Counter[str] = Counter()
-    for d in dicts:
-        c.update(d)
-    return dict(c)

@@ -81,7 +81,9 @@ class History:
         self.counting.reset()
         now = time.time() + self.opts.sst_orphan_grace_s + 1
         t0 = time.perf_counter()
-        rep = cleanup_store(self.counting, STORE, self.refs[-RETAIN:], sst_orphan_grace_s=self.opts.sst_orphan_grace_s, cache=cache, now=now)
+        rep = cleanup_store(
+            self.counting, STORE, self.refs[-RETAIN:], sst_orphan_grace_s=self.opts.sst_orphan_grace_s, cache=cache, now=now
+        )
         out = self.counting.snapshot()
         out.update(
             seconds=time.perf_counter() - t0,
@@ -157,7 +159,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                 "mean_total": float(np.mean(tot)),
                 "max_total": max(tot),
                 "max_non_delete": max(s["non_delete"] for s in d["steady"]),
-                "by_kind_max": {k: max(s["requests"].get(k, 0) for s in d["steady"]) for k in ("list", "read", "exists", "write", "delete")},
+                "by_kind_max": {
+                    k: max(s["requests"].get(k, 0) for s in d["steady"]) for k in ("list", "read", "exists", "write", "delete")
+                },
                 "listed_entries_max": max(s["listed_entries"] for s in d["steady"]),
                 "paths_deleted_total": sum(s["paths_deleted"] for s in d["steady"]),
                 "cold_cache_total": d["steady_cold_cache"]["total"],
@@ -166,12 +170,39 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             }
             bk = st["by_kind_max"]
             rows_a.append(
-                [h, len(d["steady"]), st["mean_total"], st["max_total"], bk["list"], bk["read"], bk["exists"], bk["write"], bk["delete"],
-                 st["listed_entries_max"], st["paths_deleted_total"], benchlib.by_kind(st["cold_cache_requests"]), st["mean_ms"]]
+                [
+                    h,
+                    len(d["steady"]),
+                    st["mean_total"],
+                    st["max_total"],
+                    bk["list"],
+                    bk["read"],
+                    bk["exists"],
+                    bk["write"],
+                    bk["delete"],
+                    st["listed_entries_max"],
+                    st["paths_deleted_total"],
+                    benchlib.by_kind(st["cold_cache_requests"]),
+                    st["mean_ms"],
+                ]
             )
         rep.table(
             "(a) steady state: requests per cleanup (commit 1 version, cleanup; header cache kept)",
-            ["history", "cleanups", "mean req", "max req", "list", "read", "exists", "write", "delete", "max listed", "paths deleted (all)", "cold-cache cleanup", "mean ms"],
+            [
+                "history",
+                "cleanups",
+                "mean req",
+                "max req",
+                "list",
+                "read",
+                "exists",
+                "write",
+                "delete",
+                "max listed",
+                "paths deleted (all)",
+                "cold-cache cleanup",
+                "mean ms",
+            ],
             rows_a,
         )
         # (b) first cleanup
@@ -179,12 +210,33 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         for h, d in per_h.items():
             f = d["first"]
             rows_b.append(
-                [h, d["files_before_first"], benchlib.by_kind({k: v for k, v in f["requests"].items() if k != "delete"}), f["non_delete"],
-                 f["delete_requests"], f["paths_deleted"], f["ssts_deleted"], f["listed_entries"], f["s3_list_pages"], f["seconds"] * 1000]
+                [
+                    h,
+                    d["files_before_first"],
+                    benchlib.by_kind({k: v for k, v in f["requests"].items() if k != "delete"}),
+                    f["non_delete"],
+                    f["delete_requests"],
+                    f["paths_deleted"],
+                    f["ssts_deleted"],
+                    f["listed_entries"],
+                    f["s3_list_pages"],
+                    f["seconds"] * 1000,
+                ]
             )
         rep.table(
             "(b) first cleanup after the whole history (fresh header cache)",
-            ["history", "files listed", "non-delete requests by kind", "non-delete", "delete req", "paths deleted", "of which SSTs", "listed", "S3 LIST pages", "ms"],
+            [
+                "history",
+                "files listed",
+                "non-delete requests by kind",
+                "non-delete",
+                "delete req",
+                "paths deleted",
+                "of which SSTs",
+                "listed",
+                "S3 LIST pages",
+                "ms",
+            ],
             rows_b,
         )
         lo, hi = min(lengths), max(lengths)

@@ -53,6 +53,16 @@ def encode_cost(keys: list[bytes], values: list[bytes], lineage_len: int, iters:
     return out
 
 
+def bootstrap_ratio_ci(num: list[float], den: list[float], q: float, seed: int, n: int = 1000) -> tuple[float, float]:
+    """95% bootstrap interval of percentile_q(num) / percentile_q(den): is a difference noise?"""
+    rng = np.random.default_rng(seed)
+    a, b = np.asarray(num), np.asarray(den)
+    ra = np.percentile(a[rng.integers(0, len(a), (n, len(a)))], q, axis=1)
+    rb = np.percentile(b[rng.integers(0, len(b), (n, len(b)))], q, axis=1)
+    lo, hi = np.percentile(ra / rb, [2.5, 97.5])
+    return float(lo), float(hi)
+
+
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     args = benchlib.parser(NAME, __doc__.split("\n\n")[0]).parse_args(argv)
     space, per_commit, commits, warmup = (5_000, 100, 60, 5) if args.quick else (100_000, 1_000, 1_500, 20)
@@ -116,7 +126,19 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                 "snapshot_commit_p50_ms": ms(snap_lat[f], 50) if snap_lat[f] else float("nan"),
                 "txn_p50_ms": ms(txn_lat[f], 50),
             }
-            rows.append([f.upper(), st["n"], st["p50_ms"], st["p90_ms"], st["p99_ms"], st["mean_ms"], st["max_ms"], st["snapshot_commits"], st["snapshot_commit_p50_ms"]])
+            rows.append(
+                [
+                    f.upper(),
+                    st["n"],
+                    st["p50_ms"],
+                    st["p90_ms"],
+                    st["p99_ms"],
+                    st["mean_ms"],
+                    st["max_ms"],
+                    st["snapshot_commits"],
+                    st["snapshot_commit_p50_ms"],
+                ]
+            )
         rep.table(
             "commit() latency, ms (changelog-only commits; snapshot commits apart)",
             ["format", "commits", "p50", "p90", "p99", "mean", "max", "snap commits", "snap p50"],
@@ -133,8 +155,23 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             ["format", "mean file bytes", "encode µs (CPU only)"],
             [[f.upper(), sizes[f], enc[f]] for f in FORMATS],
         )
-        rep.ratio("p50 V2/V1", stats["v2"]["p50_ms"] / stats["v1"]["p50_ms"], "<=", GOAL, baseline="V1 p50")
-        rep.ratio("p99 V2/V1", stats["v2"]["p99_ms"] / stats["v1"]["p99_ms"], "<=", GOAL, baseline="V1 p99", note="tail: fsync noise")
+        ci = {q: bootstrap_ratio_ci(lat["v2"], lat["v1"], q, args.seed) for q in (50, 99)}
+        rep.ratio(
+            "p50 V2/V1",
+            stats["v2"]["p50_ms"] / stats["v1"]["p50_ms"],
+            "<=",
+            GOAL,
+            baseline="V1 p50",
+            note=f"95% bootstrap CI [{ci[50][0]:.3f}, {ci[50][1]:.3f}]",
+        )
+        rep.ratio(
+            "p99 V2/V1",
+            stats["v2"]["p99_ms"] / stats["v1"]["p99_ms"],
+            "<=",
+            GOAL,
+            baseline="V1 p99",
+            note=f"95% bootstrap CI [{ci[99][0]:.3f}, {ci[99][1]:.3f}] (tail = fsync noise)",
+        )
         rep.ratio("mean V2/V1", stats["v2"]["mean_ms"] / stats["v1"]["mean_ms"], None, None, baseline="V1 mean")
         rep.ratio(
             "snapshot-commit p50 V2/V1",
@@ -147,6 +184,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             f"{per_commit} records/commit: p50 V1 {stats['v1']['p50_ms']:.2f} ms, V2 {stats['v2']['p50_ms']:.2f} ms; "
             f"p99 V1 {stats['v1']['p99_ms']:.2f} ms, V2 {stats['v2']['p99_ms']:.2f} ms"
         )
+        rep.metrics.update(ratio_ci95={f"p{q}": list(v) for q, v in ci.items()})
         rep.metrics.update(per_format=stats, changelog_bytes=sizes, encode_us=enc)
         rep.notes.append(
             "timed: commit() only (load + put_many excluded); snapshot commits excluded from p50/p99 and shown apart; "

@@ -74,7 +74,12 @@ def build(
 
 
 def recover(
-    env: benchlib.Env, fmt: str, storage: Storage, target: CommitResult, check: tuple[list[bytes], list[bytes]], window: Any = benchlib.no_window
+    env: benchlib.Env,
+    fmt: str,
+    storage: Storage,
+    target: CommitResult,
+    check: tuple[list[bytes], list[bytes]],
+    window: Any = benchlib.no_window,
 ) -> dict[str, Any]:
     local = env.dir(f"recover-{fmt}")  # fresh: nothing cached locally
     p = StateStoreProvider(storage, StoreId(0, 0), StoreOptions(format=fmt, local_dir=local), uploader=SnapshotUploader())
@@ -128,7 +133,16 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             secs = [r["s"] for r in runs[f]]
             r0 = runs[f][0]
             rows.append(
-                [f.upper(), med[f], min(secs), max(secs), r0["snapshot_loads"], r0["changelogs_replayed"], r0["records_replayed"], n / med[f]]
+                [
+                    f.upper(),
+                    med[f],
+                    min(secs),
+                    max(secs),
+                    r0["snapshot_loads"],
+                    r0["changelogs_replayed"],
+                    r0["records_replayed"],
+                    n / med[f],
+                ]
             )
         rep.table(
             "load(last version) on a fresh provider, seconds",
@@ -166,13 +180,13 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             recover(env, "v2", storage, target, check, window=prof.window)
             rep.profile = prof.summary(
                 groups={
-                    "plan_load": "plan.py",
-                    "StoreFiles (LIST)": "store_files.py:65(__init__)",
+                    "plan_load": ("plan.py:", "(plan_load)"),
+                    "StoreFiles (LIST)": ("store_files.py:", "(__init__)"),
                     "_unpack_snapshot": "_unpack_snapshot",
                     "parse_changelog (LZ4 + header)": "parse_changelog",
                     "read_verified (read + CRC32C)": "read_verified",
-                    "RocksEngine.apply": "engine.py:104(apply)",
-                    "Changelog.records": "records",
+                    "RocksEngine.apply": ("engine.py:", "(apply)"),
+                    "Changelog.records": ("changelog.py:", "(records)"),
                     "Rdict.write": "'write' of 'builtins.Rdict'",
                 }
             )

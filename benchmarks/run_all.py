@@ -43,7 +43,9 @@ def run_one(name: str, forwarded: list[str], out: Any) -> dict[str, Any]:
 
     t = threading.Thread(target=pump, daemon=True)
     t.start()
-    stdout, _ = proc.communicate()
+    assert proc.stdout is not None
+    stdout = proc.stdout.read()
+    proc.wait()
     t.join()
     if proc.returncode != 0:
         return {"benchmark": name, "error": f"exit status {proc.returncode}", "elapsed_s": time.perf_counter() - t0}

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import logging
 import uuid
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from statebed_store import (
     CheckpointRef,
@@ -86,6 +89,49 @@ def write_versions(
     return out
 
 
+def ref_of(result: CommitResult) -> CheckpointRef:
+    return CheckpointRef(result.version, result.checkpoint_id)
+
+
+def commit(
+    provider: StateStoreProvider,
+    base: CheckpointRef,
+    puts: Mapping[bytes, bytes] | None = None,
+    deletes: Iterable[bytes] = (),
+    snapshot: bool | None = None,
+    task: str = "",
+) -> CommitResult:
+    """Load `base`, apply puts then deletes, commit."""
+    with provider.load(base.version, base.id, task_info=task) as txn:
+        if puts:
+            txn.put_many(list(puts), list(puts.values()))
+        dels = list(deletes)
+        if dels:
+            txn.delete_many(dels)
+        return txn.commit(snapshot=snapshot)
+
+
+def state_at(provider: StateStoreProvider, ref: CheckpointRef) -> dict[bytes, bytes]:
+    """Everything stored at `ref`, read through a load (the transaction is aborted)."""
+    txn = provider.load(ref.version, ref.id)
+    try:
+        return dict(txn.items())
+    finally:
+        txn.abort()
+
+
+def run_versions(provider: StateStoreProvider, n: int, base: CheckpointRef = CheckpointRef(0), tag: bytes = b"") -> tuple[CheckpointRef, dict[bytes, bytes]]:
+    """Commit `n` versions on top of `base`, each writing one new key and updating `counter`."""
+    state = state_at(provider, base) if base.version else {}
+    ref = base
+    for _ in range(n):
+        v = ref.version + 1
+        puts = {b"key-%04d" % v: b"v%d%s" % (v, tag), b"counter": b"%d" % v}
+        ref = ref_of(commit(provider, ref, puts))
+        state.update(puts)
+    return ref, state
+
+
 def fresh_options(options: StoreOptions, tmp_path: Path) -> StoreOptions:
     """Options with a local directory nobody used: no cached instance, no cached SSTs."""
     return options.with_(local_dir=tmp_path / f"reader-{uuid.uuid4().hex[:8]}")
@@ -97,8 +143,29 @@ def load_state(
     """The state of `(version, id)` rebuilt from storage alone; returns it and the (closed) provider."""
     provider = StateStoreProvider(storage, store, fresh_options(options, tmp_path), uploader=SnapshotUploader())
     try:
-        with provider.load(version, checkpoint_id) as txn:
-            state = dict(txn.items())
+        return state_at(provider, CheckpointRef(version, checkpoint_id)), provider
     finally:
         provider.close()
-    return state, provider
+
+
+def run_cli(capsys: Any, *argv: str) -> tuple[int, str, str]:
+    """Run `statebed ARGV` in-process: (exit code, stdout, stderr).
+
+    argparse errors exit via SystemExit (code 2), StatebedErrors return 2: both are exit
+    codes a shell sees. The `statebed` logger is restored afterwards (the CLI installs a
+    stderr handler and stops propagation), so other tests' log capture is unaffected.
+    """
+    from statebed_cli.main import main
+
+    logger = logging.getLogger("statebed")
+    saved = (list(logger.handlers), logger.propagate, logger.level)
+    try:
+        try:
+            code = main(list(argv))
+        except SystemExit as e:
+            code = e.code if isinstance(e.code, int) else 1
+    finally:
+        logger.handlers[:] = saved[0]
+        logger.propagate, logger.level = saved[1], saved[2]
+    out, err = capsys.readouterr()
+    return code, out, err

@@ -184,7 +184,7 @@ def parse_changelog_header(payload: bytes, *, file: str, version: int | None = N
         return ChangelogHeader(1, None, 0)
     except UnicodeDecodeError:
         return ChangelogHeader(1, None, 0)
-    if not first.startswith("v") or not first[1:].isdigit():
+    if not first.startswith("v") or not (first[1:].isascii() and first[1:].isdigit()):
         return ChangelogHeader(1, None, 0)
     fmt = int(first[1:])
     if fmt == 1:
@@ -238,10 +238,19 @@ class Changelog:
         return self.header.lineage
 
     def records(self) -> Iterator[tuple[int, bytes, bytes | None]]:
-        """Yield `(op, key, value)`; value is None for deletes. Truncation is an error."""
+        """`(op, key, value)` in write order; value is None for deletes."""
+        return zip(*self.columns())  # type: ignore[return-value]
+
+    def columns(self) -> tuple[list[int], list[bytes], list[bytes | None]]:
+        """All records as parallel lists (ops, keys, values). Truncation is an error."""
         p, pos, n, file = self.payload, self.header.records_offset, len(self.payload), self.file
         unpack = _I32.unpack_from
         typed = self.header.format_version in _TYPED_FORMATS
+        ops: list[int] = []
+        keys: list[bytes] = []
+        values: list[bytes | None] = []
+        add_op, add_key, add_value = ops.append, keys.append, values.append
+        op = PUT
         try:
             while True:
                 if typed:
@@ -250,16 +259,14 @@ class Changelog:
                     op = p[pos]
                     pos += 1
                     if op == _EOF_TYPED:
-                        return
+                        return ops, keys, values
                     if op not in (PUT, DELETE, MERGE):
                         raise CorruptFileError(file, f"unknown record type 0x{op:02x} at payload byte {pos - 1}")
                 (klen,) = unpack(p, pos)
                 pos += 4
-                if not typed:
-                    if klen == -1:
-                        return
-                    op = PUT
                 if klen < 0:
+                    if klen == -1 and not typed:
+                        return ops, keys, values
                     raise CorruptFileError(file, f"bad key size {klen} at payload byte {pos - 4}")
                 key = p[pos : pos + klen]
                 pos += klen
@@ -270,7 +277,9 @@ class Changelog:
                         raise CorruptFileError(file, f"record type 0x{op:02x} with value size {vlen}")
                     if pos > n:
                         raise struct.error
-                    yield DELETE, key, None
+                    add_op(DELETE)
+                    add_key(key)
+                    add_value(None)
                     continue
                 if typed and op == DELETE:
                     raise CorruptFileError(file, f"delete record with value size {vlen}")
@@ -278,7 +287,9 @@ class Changelog:
                 pos += vlen
                 if pos > n:
                     raise struct.error
-                yield op, key, value
+                add_op(op)
+                add_key(key)
+                add_value(value)
         except struct.error:
             raise CorruptFileError(file, "truncated: a record runs past the end of the changelog") from None
 

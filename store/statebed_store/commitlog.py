@@ -79,7 +79,7 @@ def parse_commit(data: bytes, *, file: str, batch_id: int) -> CommitRecord:
             raise CorruptFileError(file, "stateUniqueIds is not an object")
         state_ids = {}
         for op, parts in raw_ids.items():
-            if not str(op).isdigit() or not isinstance(parts, list):
+            if not (str(op).isascii() and str(op).isdigit()) or not isinstance(parts, list):
                 raise CorruptFileError(file, f"stateUniqueIds[{op!r}] is malformed")
             rows = []
             for p, stores in enumerate(parts):
@@ -91,10 +91,14 @@ def parse_commit(data: bytes, *, file: str, batch_id: int) -> CommitRecord:
                 rows.append(tuple(stores))
             state_ids[int(op)] = tuple(rows)
     wm = doc.get("nextBatchWatermarkMs", 0)
+    try:
+        watermark_ms = int(wm) if isinstance(wm, (int, float)) else 0
+    except (OverflowError, ValueError):  # Infinity, NaN, 1e400
+        raise CorruptFileError(file, f"nextBatchWatermarkMs {wm!r} is not a timestamp") from None
     return CommitRecord(
         batch_id=batch_id,
         format=int(first[1:]),
-        watermark_ms=int(wm) if isinstance(wm, (int, float)) else 0,
+        watermark_ms=watermark_ms,
         state_ids=state_ids,
         extra={k: v for k, v in doc.items() if k not in ("nextBatchWatermarkMs", "stateUniqueIds")},
     )
@@ -109,7 +113,7 @@ class CommitLog:
         return f"{COMMITS_DIR}/{batch_id}"
 
     def batch_ids(self) -> list[int]:
-        return sorted(int(f.name) for f in self.storage.list(COMMITS_DIR) if f.name.isdigit())
+        return sorted(int(f.name) for f in self.storage.list(COMMITS_DIR) if f.name.isascii() and f.name.isdigit())
 
     def read(self, batch_id: int) -> CommitRecord | None:
         """The commit of `batch_id`, or None if that batch is not committed."""

@@ -50,10 +50,10 @@ def discover_stores(storage: Storage) -> list[StoreId]:
     """Every store directory under `state/` that holds state files, sorted."""
     out: list[StoreId] = []
     for op in storage.list_dirs(STATE_DIR):
-        if not op.isdigit():
+        if not (op.isascii() and op.isdigit()):
             continue
         for part in storage.list_dirs(f"{STATE_DIR}/{op}"):
-            if not part.isdigit():
+            if not (part.isascii() and part.isdigit()):
                 continue
             pdir = f"{STATE_DIR}/{op}/{part}"
             if _has_state_files(storage, pdir):

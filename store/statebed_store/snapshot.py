@@ -21,6 +21,7 @@ from typing import Any
 
 from .errors import CorruptFileError, UnknownFormatError
 from .lineage import Lineage, lineage_from_json, lineage_to_json, validate_lineage
+from .naming import is_valid_id
 
 __all__ = ["ImmutableFile", "SnapshotMetadata", "build_zip", "read_zip", "METADATA"]
 
@@ -63,10 +64,13 @@ class SnapshotMetadata:
 
 def _files(doc: dict[str, Any], key: str, dfs_key: str, file: str) -> tuple[ImmutableFile, ...]:
     out = []
-    for i, f in enumerate(doc.get(key) or []):
+    listed = doc.get(key) or []
+    if not isinstance(listed, list):
+        raise CorruptFileError(file, f"snapshot metadata {key} is not a list")
+    for i, f in enumerate(listed):
         try:
             local, dfs, size = f["localFileName"], f[dfs_key], int(f["sizeBytes"])
-        except (KeyError, TypeError, ValueError):
+        except (KeyError, TypeError, ValueError, OverflowError):
             raise CorruptFileError(file, f"snapshot metadata {key}[{i}] lacks localFileName/{dfs_key}/sizeBytes") from None
         for name in (local, dfs):
             if not isinstance(name, str) or not name or "/" in name or name.startswith("."):
@@ -87,17 +91,28 @@ def parse_metadata(data: bytes, *, file: str, version: int | None = None) -> Sna
     if not isinstance(doc, dict):
         raise CorruptFileError(file, "snapshot metadata JSON is not an object")
     lineage = None
-    if isinstance(doc.get("lineage"), list):
+    if doc.get("lineage") is not None:
+        if not isinstance(doc["lineage"], list):
+            raise CorruptFileError(file, "snapshot metadata lineage is not a list")
         lineage = lineage_from_json(json.dumps(doc["lineage"]), file=file)
         validate_lineage(lineage, version=version, file=file)
+    try:
+        num_keys = int(doc.get("numKeys") or 0)
+    except (TypeError, ValueError, OverflowError):
+        raise CorruptFileError(file, f"snapshot metadata numKeys {doc.get('numKeys')!r} is not a number") from None
+    cid, ver = doc.get("checkpointUniqueId"), doc.get("version")
+    if cid is not None and not (isinstance(cid, str) and is_valid_id(cid)):
+        raise CorruptFileError(file, f"snapshot metadata checkpointUniqueId {cid!r} is malformed")
+    if ver is not None and (not isinstance(ver, int) or isinstance(ver, bool) or ver < 0):
+        raise CorruptFileError(file, f"snapshot metadata version {ver!r} is not a version number")
     known = {"sstFiles", "logFiles", "numKeys", "lineage", "checkpointUniqueId", "version"}
     return SnapshotMetadata(
         sst_files=_files(doc, "sstFiles", "dfsSstFileName", file),
         log_files=_files(doc, "logFiles", "dfsLogFileName", file),
-        num_keys=int(doc.get("numKeys") or 0),
+        num_keys=num_keys,
         lineage=lineage,
-        checkpoint_id=doc.get("checkpointUniqueId"),
-        version=doc.get("version"),
+        checkpoint_id=cid,
+        version=ver,
         extra={k: v for k, v in doc.items() if k not in known},
     )
 

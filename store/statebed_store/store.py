@@ -39,6 +39,7 @@ from .changelog import DELETE, PUT, Chunk, as_binary_array, encode_changelog, pa
 from .config import StoreOptions
 from .engine import RocksEngine
 from .errors import (
+    CheckpointFileError,
     CorruptFileError,
     MissingFileError,
     StatebedError,
@@ -272,7 +273,7 @@ class StateStoreProvider:
                     os.link(src, db_dir / f.local)
                 except OSError:
                     shutil.copyfile(src, db_dir / f.local)
-        except (CorruptFileError, MissingFileError, UnplannableError) as e:
+        except (CheckpointFileError, UnplannableError) as e:  # corrupt, missing, unknown format, bad lineage
             raise _SnapshotUnusable(snap, e) from None
         self.metrics.snapshot_loads += 1
         return SstRegistry(meta.sst_files)
@@ -295,7 +296,7 @@ class StateStoreProvider:
                 shown = files.display(ref, CHANGELOG)
                 cl = parse_changelog(files.read_verified(ref, CHANGELOG), file=shown, version=ref.version)
                 check_link(ref, cl.lineage, prev, file=shown)
-                self.metrics.records_replayed += engine.apply(cl.records(), DELETE)
+                self.metrics.records_replayed += engine.apply(*cl.columns(), DELETE)
                 self.metrics.changelogs_replayed += 1
                 prev = ref
         except BaseException:
@@ -464,10 +465,10 @@ class StateStore:
 
     # reads
     def get(self, key: bytes) -> bytes | None:
-        return self._p._engine(self).get(key)
+        return self.get_many([key])[0]
 
     def get_many(self, keys: Keys) -> list[bytes | None]:
-        return self._p._engine(self).get_many(_pylist(keys))
+        return self._p._engine(self).get_many(_binary(keys, "keys"))
 
     def items(self, start: bytes | None = None, end: bytes | None = None, prefix: bytes | None = None) -> Iterator[tuple[bytes, bytes]]:
         return self._p._engine(self).items(start, end, prefix)
@@ -477,28 +478,26 @@ class StateStore:
         self.put_many([key], [value])
 
     def put_many(self, keys: Keys, values: Keys) -> None:
-        """Write a batch: one WriteBatch and one changelog chunk, whatever its size."""
+        """Write a batch: one WriteBatch and one changelog chunk, whatever its size.
+
+        Keys and values: Arrow binary arrays (no copy) or sequences of bytes (str is
+        encoded as UTF-8). Repeated keys: the last one wins, as in the changelog.
+        """
         engine = self._p._engine(self)
-        kl, vl = _pylist(keys), _pylist(values)
-        if len(kl) != len(vl):
-            raise UsageError(f"put_many got {len(kl)} keys but {len(vl)} values")
-        try:
-            engine.write(puts=(kl, vl))
-        except TypeError as e:
-            raise UsageError(f"keys and values must be bytes ({e})") from None
-        self._chunks.append(Chunk(PUT, as_binary_array(keys), as_binary_array(values)))
+        ka, va = _binary(keys, "keys"), _binary(values, "values")
+        if len(ka) != len(va):
+            raise UsageError(f"put_many got {len(ka)} keys but {len(va)} values")
+        engine.put_many(ka, va)
+        self._chunks.append(Chunk(PUT, ka, va))
 
     def delete(self, key: bytes) -> None:
         self.delete_many([key])
 
     def delete_many(self, keys: Keys) -> None:
         engine = self._p._engine(self)
-        kl = _pylist(keys)
-        try:
-            engine.write(deletes=kl)
-        except TypeError as e:
-            raise UsageError(f"keys must be bytes ({e})") from None
-        self._chunks.append(Chunk(DELETE, as_binary_array(keys)))
+        ka = _binary(keys, "keys")
+        engine.delete_many(ka)
+        self._chunks.append(Chunk(DELETE, ka))
 
     def commit(self, snapshot: bool | None = None) -> CommitResult:
         """Make `version + 1` durable. `snapshot`: None = every `snapshot_interval` versions,
@@ -516,7 +515,12 @@ class StateStore:
             self.abort()
 
 
-def _pylist(values: Keys) -> list[bytes]:
-    if isinstance(values, (pa.Array, pa.ChunkedArray)):
-        return values.to_pylist()  # type: ignore[no-any-return]
-    return values if isinstance(values, list) else list(values)
+def _binary(values: Keys, what: str) -> pa.Array:
+    """Keys/values as one Arrow binary array without nulls; a clear error for anything else."""
+    try:
+        arr = as_binary_array(values)
+    except (TypeError, pa.ArrowException) as e:
+        raise UsageError(f"{what} must be bytes ({e})") from None
+    if arr.null_count:
+        raise UsageError(f"{what} must not contain None")
+    return arr

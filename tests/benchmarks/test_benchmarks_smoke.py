@@ -56,7 +56,7 @@ def test_put_commit(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     m = res["metrics"]
     assert m["verified"] is True
     assert m["commits_per_run"] > 0
-    assert len(m["records_per_s"]) == 5
+    assert len(m["records_per_s"]) == 6
     assert all(v > 0 and math.isfinite(v) for v in m["records_per_s"].values())
     assert {r["name"] for r in res["ratios"]} >= {"store/raw, lists", "store/raw, arrow"}
 

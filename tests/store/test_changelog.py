@@ -213,6 +213,16 @@ def test_lineage_that_skips_a_version_in_a_header() -> None:
     assert FILE in str(e.value)
 
 
+def test_non_ascii_digits_in_the_version_string_are_not_a_version() -> None:
+    """`v²` is not `v<n>`: read as v1 records (here: garbage), never an int() crash."""
+    data = lz4block.compress(utf("v\u00b2".encode()) + utf(b"[]") + i32(-1))
+    cl = parse_changelog(data, file=FILE)
+    assert cl.format_version == 1
+    with pytest.raises(CorruptFileError) as e:
+        list(cl.records())
+    assert e.value.file == FILE
+
+
 def test_header_without_version_string_is_v1() -> None:
     header = parse_changelog_header(untyped_records(), file=FILE)
     assert (header.format_version, header.lineage, header.records_offset) == (1, None, 0)

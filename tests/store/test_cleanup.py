@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
-from builders import commit, ref_of, state_at
+from checkpoint_helpers import commit, ref_of, state_at
 
 from statebed_store import (
     CheckpointRef,

@@ -126,3 +126,26 @@ def test_corrupt_entry_through_the_log_names_the_file(storage: Storage) -> None:
     with pytest.raises(UnknownFormatError) as e:
         CommitLog(storage).read(2)
     assert e.value.file == storage.display("commits/2")
+
+
+@pytest.mark.parametrize(
+    "data, match",
+    [
+        (b'v2\n{"nextBatchWatermarkMs":1e400}', "nextBatchWatermarkMs inf is not a timestamp"),
+        (b'v2\n{"nextBatchWatermarkMs":NaN}', "nextBatchWatermarkMs nan is not a timestamp"),
+        ('v2\n{"stateUniqueIds":{"\u00b2":[]}}'.encode(), "stateUniqueIds\\['\u00b2'\\] is malformed"),
+    ],
+)
+def test_non_finite_or_non_ascii_numbers_are_corrupt_files(data: bytes, match: str) -> None:
+    with pytest.raises(CorruptFileError, match=match) as e:
+        parse_commit(data, file=FILE, batch_id=7)
+    assert e.value.file == FILE
+
+
+def test_only_ascii_digit_names_are_batches(local_storage: Storage) -> None:
+    log = CommitLog(local_storage)
+    log.write(0, {0: [["a"]]})
+    for name in ("\u00b2", "\u0663", "1.tmp", "_metadata"):  # superscript two, Arabic-Indic three
+        local_storage.write(f"commits/{name}", b"v2\n{}")
+    assert log.batch_ids() == [0]
+    assert log.latest() is not None and log.latest().batch_id == 0  # type: ignore[union-attr]

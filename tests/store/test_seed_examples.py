@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from builders import commit, ref_of, run_versions, state_at
+from checkpoint_helpers import commit, ref_of, run_versions, state_at
 
 from statebed_store import (
     CheckpointRef,

@@ -125,3 +125,25 @@ def test_zip_contents_that_are_refused() -> None:
     corrupt(zip_of({"metadata": b'v1\n{"sstFiles":[{"localFileName":"1.sst"}]}'}), r"sstFiles\[0\] lacks")
     bad_name = b'v1\n{"sstFiles":[{"localFileName":"1.sst","dfsSstFileName":"../../x.sst","sizeBytes":1}]}'
     corrupt(zip_of({"metadata": bad_name}), "bad file name '../../x.sst'")
+
+
+@pytest.mark.parametrize(
+    "body, match",
+    [
+        (b'{"numKeys":"abc"}', "numKeys 'abc' is not a number"),
+        (b'{"numKeys":[1]}', "numKeys \\[1\\] is not a number"),
+        (b'{"numKeys":1e400}', "numKeys inf is not a number"),
+        (b'{"sstFiles":5}', "sstFiles is not a list"),
+        (b'{"sstFiles":["x"]}', r"sstFiles\[0\] lacks"),
+        (b'{"sstFiles":[{"localFileName":"a.sst","dfsSstFileName":"a-1.sst","sizeBytes":1e400}]}', r"sstFiles\[0\] lacks"),
+        (b'{"logFiles":{"a":1}}', "logFiles is not a list"),
+        (b'{"lineage":{"a":1}}', "lineage is not a list"),
+        (b'{"checkpointUniqueId":5}', "checkpointUniqueId 5 is malformed"),
+        (b'{"checkpointUniqueId":"../x"}', "checkpointUniqueId '../x' is malformed"),
+        (b'{"version":"x"}', "version 'x' is not a version number"),
+        (b'{"version":-1}', "version -1 is not a version number"),
+    ],
+)
+def test_garbage_metadata_fields_are_corrupt_files(body: bytes, match: str) -> None:
+    """Wrong types in metadata are a CorruptFileError naming the zip, never a TypeError/ValueError."""
+    corrupt(zip_of({"metadata": b"v1\n" + body}), match)

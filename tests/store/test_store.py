@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from builders import commit, ref_of, run_versions, state_at
+from checkpoint_helpers import commit, ref_of, run_versions, state_at
 
 from statebed_store import (
     AlreadyExistsError,
@@ -286,3 +286,20 @@ def test_concurrent_attempts_on_two_executors(storage: Storage, options: StoreOp
         assert state_at(execs[1 - i], ref_of(results[i]))[b"winner"] == b"attempt-%d" % i
     for e in execs:
         e.close()
+
+
+def test_batched_calls_sort_internally_but_keep_caller_order(provider: StateStoreProvider) -> None:
+    """Large batches are applied in key order; results and last-write-wins follow the caller's order."""
+    keys = [b"k%03d\x00" % i for i in range(300, 0, -1)]  # descending, trailing NULs
+    values = [b"v%d\x00\x00" % i for i in range(300)]
+    with provider.load(0) as txn:
+        txn.put_many(keys + [keys[0]], values + [b"last-wins"])  # a repeated key: the later put wins
+        txn.delete_many(keys[-100:] + [b"absent"])
+        probe = [b"absent"] + keys[:5] + keys[-3:] + keys[:5]
+        expected = [None, b"last-wins", *values[1:5], None, None, None, b"last-wins", *values[1:5]]
+        assert txn.get_many(probe) == expected
+        assert txn.get_many(probe * 20) == expected * 20  # large enough to take the sorted path
+        r = txn.commit()
+    state = state_at(provider, ref_of(r))
+    assert len(state) == 200 and state[keys[0]] == b"last-wins" and keys[-1] not in state
+    assert list(state) == sorted(state)

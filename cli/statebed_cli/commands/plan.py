@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from statebed_store import CheckpointRef, StoreFiles, check_plan, plan_load
+from statebed_store.errors import UsageError
 from statebed_store.inspection import plan_json
 from statebed_store.naming import check_id
 
@@ -29,6 +30,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
 def run(args: argparse.Namespace) -> int:
     if args.checkpoint_id is not None:
         check_id(args.checkpoint_id, "--id")
+        if args.version == 0:  # as StateStoreProvider.load (and so `dump`) refuses it
+            raise UsageError("version 0 is the empty state and has no checkpoint id (--id)")
     storage = open_checkpoint(args)
     store = store_from_args(args)
     files = StoreFiles(storage, store)

@@ -1,0 +1,28 @@
+# The two set-up commands of the README (`make run`, `make test`) and a few helpers.
+# Each target creates .venv and installs statebed into it first (again only when
+# pyproject.toml changed), so a fresh clone needs nothing but python3 (3.11+) and make.
+
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: run test bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+run: $(STAMP)  ## the main job on the embedded default (local checkpoint dir under runs/)
+	$(BIN)/statebed demo --checkpoint runs/demo/checkpoint
+
+test: $(STAMP)  ## the whole test suite (starts its own S3 server)
+	$(BIN)/pytest -q
+
+bench: $(STAMP)  ## benchmarks (minutes; not part of the tests)
+	$(BIN)/python benchmarks/run_all.py
+
+clean:
+	rm -rf $(VENV) runs .pytest_cache
