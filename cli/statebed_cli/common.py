@@ -10,9 +10,18 @@ from typing import Any
 
 from statebed_store import S3Settings, Storage, StoreId, open_storage
 from statebed_store.errors import UsageError
-from statebed_store.naming import DEFAULT_STORE
+from statebed_store.naming import DEFAULT_STORE, check_id
 
-__all__ = ["add_checkpoint_args", "add_store_args", "open_checkpoint", "store_from_args", "emit_json", "non_negative_int"]
+__all__ = [
+    "add_checkpoint_args",
+    "add_store_args",
+    "add_target_args",
+    "checked_target",
+    "open_checkpoint",
+    "store_from_args",
+    "emit_json",
+    "non_negative_int",
+]
 
 EXIT_OK, EXIT_NEGATIVE, EXIT_UNUSABLE = 0, 1, 2
 
@@ -39,6 +48,22 @@ def add_store_args(p: argparse.ArgumentParser, required: bool = True) -> None:
     p.add_argument("--operator", type=non_negative_int, required=required, help="stateful operator id")
     p.add_argument("--partition", type=non_negative_int, required=required, help="state partition id")
     p.add_argument("--store", default=DEFAULT_STORE, help="store name (default: %(default)s)")
+
+
+def add_target_args(p: argparse.ArgumentParser, *, required: bool, version_help: str, id_help: str) -> None:
+    p.add_argument("--version", type=non_negative_int, required=required, help=version_help)
+    p.add_argument("--id", dest="checkpoint_id", help=id_help)
+
+
+def checked_target(args: argparse.Namespace) -> tuple[int | None, str | None]:
+    """`--version`/`--id` after the checks a load would make, so they fail before any I/O."""
+    if args.checkpoint_id is not None:
+        check_id(args.checkpoint_id, "--id")
+        if args.version is None:
+            raise UsageError("--id needs --version")
+        if args.version == 0:
+            raise UsageError("version 0 is the empty state and has no checkpoint id (--id)")
+    return args.version, args.checkpoint_id
 
 
 def open_checkpoint(args: argparse.Namespace) -> Storage:

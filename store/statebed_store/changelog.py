@@ -11,7 +11,7 @@ Inside the LZ4Block container (see `lz4block`):
 * v4: `writeUTF("v4")`, `writeUTF(lineage JSON)`, then v2 records (column families).
 
 `writeUTF` = 2-byte big-endian length + (modified) UTF-8; lineage JSON is ASCII here.
-Encoding is vectorised over Arrow buffers: no Python call per record on the write path.
+Encoding is one Arrow element-wise concatenation per batch: no Python call per record.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from . import lz4block
 from .errors import CorruptFileError, LineageError, UnknownFormatError
@@ -78,44 +79,53 @@ class Chunk:
     values: pa.Array | None = None
 
 
-def _buffers(arr: pa.Array) -> tuple[np.ndarray, np.ndarray]:
-    """(data bytes, lengths) of a binary array without copying."""
+def _lengths(arr: pa.Array) -> np.ndarray:
+    """Byte length of every element of a binary array, from its offsets (no copy of the data)."""
     if arr.null_count:
         raise ValueError("keys and values must not be null")
     offs = np.frombuffer(arr.buffers()[1], dtype=np.int32)[arr.offset : arr.offset + len(arr) + 1]
-    data_buf = arr.buffers()[2]
-    data = np.frombuffer(data_buf, dtype=np.uint8) if data_buf is not None else np.empty(0, np.uint8)
-    return data[offs[0] : offs[-1]], np.diff(offs).astype(np.int64)
+    return np.diff(offs).astype(np.int64)
+
+
+def _column(rows: np.ndarray, width: int) -> pa.Array:
+    """A binary column whose i-th element is the `width` bytes of `rows[i]`."""
+    fixed = pa.FixedSizeBinaryArray.from_buffers(pa.binary(width), len(rows), [None, pa.py_buffer(rows.tobytes())])
+    return fixed.cast(pa.binary())
+
+
+_LARGE = 2**31 - 1  # bytes beyond which 32-bit Arrow offsets overflow
+_EMPTY = pa.scalar(b"", pa.binary())
+_MINUS_ONE = pa.scalar(_I32.pack(-1), pa.binary())
 
 
 def _encode_chunk(chunk: Chunk, typed: bool) -> bytes:
-    """Lay out `[type] klen key vlen value` (or `vlen=-1` for deletes) for every record at once."""
+    """Lay out `[type] klen key vlen value` (`vlen = -1`, no value, for deletes) for all records.
+
+    One element-wise concatenation in Arrow's C++ kernels: no Python per record.
+    """
     n = len(chunk.keys)
     if n == 0:
         return b""
-    kdata, klen = _buffers(chunk.keys)
-    if chunk.op == DELETE:
-        vdata, vlen_field, vlen = np.empty(0, np.uint8), np.full(n, -1, np.int64), np.zeros(n, np.int64)
-    else:
-        assert chunk.values is not None and len(chunk.values) == n
-        vdata, vlen = _buffers(chunk.values)
-        vlen_field = vlen
-    head_w = 5 if typed else 4
     head = np.empty(n, dtype=[("t", "u1"), ("l", ">i4")] if typed else [("l", ">i4")])
     if typed:
         head["t"] = chunk.op
+    klen = _lengths(chunk.keys)
     head["l"] = klen
-    mid = vlen_field.astype(">i4")
-    seg = np.empty((n, 4), np.int64)
-    seg[:, 0], seg[:, 1], seg[:, 2], seg[:, 3] = head_w, klen, 4, vlen
-    kinds = np.repeat(np.tile(np.arange(4, dtype=np.uint8), n), seg.ravel())
-    out = np.empty(kinds.size, np.uint8)
-    out[kinds == 0] = head.view(np.uint8)
-    out[kinds == 1] = kdata
-    out[kinds == 2] = mid.view(np.uint8)
-    if vdata.size:
-        out[kinds == 3] = vdata
-    return out.tobytes()
+    parts: list[pa.Array | pa.Scalar] = [_column(head, 5 if typed else 4), chunk.keys]
+    total = int(klen.sum()) + n * (9 if typed else 8)
+    if chunk.op == DELETE:
+        parts.append(_MINUS_ONE)
+    else:
+        assert chunk.values is not None and len(chunk.values) == n
+        vlen = _lengths(chunk.values)
+        parts += [_column(vlen.astype(">i4"), 4), chunk.values]
+        total += int(vlen.sum())
+    large = total >= _LARGE
+    if large:  # concatenate with 64-bit offsets
+        parts = [p.cast(pa.large_binary()) for p in parts]
+    joined = pc.binary_join_element_wise(*parts, pa.scalar(b"", pa.large_binary()) if large else _EMPTY)
+    offs = np.frombuffer(joined.buffers()[1], dtype=np.int64 if large else np.int32)
+    return memoryview(joined.buffers()[2])[int(offs[0]) : int(offs[len(joined)])].tobytes()
 
 
 def _utf(s: str, what: str) -> bytes:

@@ -166,7 +166,7 @@ def render_bytes(field: str, raw: bytes) -> dict[str, str]:
 def resolve_target(storage: Storage, store: StoreId, version: int | None, checkpoint_id: str | None) -> CheckpointRef:
     if version is None:
         if checkpoint_id is not None:
-            raise UsageError("--id needs --version")
+            raise UsageError("a checkpoint id needs a version")
         return committed_ref(storage, store, _siblings(discover_stores(storage), store))
     return CheckpointRef(version, checkpoint_id)
 

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import TypeVar
 
 from .changelog import ChangelogHeader, read_changelog_header
 from .checksum import check_sidecar
@@ -23,23 +24,25 @@ from .storage.base import FileInfo, Storage
 
 __all__ = ["StoreFiles", "HeaderCache"]
 
+T = TypeVar("T")
+
 
 class HeaderCache:
-    """A bounded LRU of parsed headers/metadata of immutable (V2) files, keyed by display path."""
+    """A bounded LRU of parsed headers/metadata of immutable (V2) files, keyed by (kind, display path)."""
 
     def __init__(self, capacity: int = 20_000) -> None:
         self.capacity = capacity
-        self._d: OrderedDict[str, object] = OrderedDict()
+        self._d: OrderedDict[tuple[str, str], object] = OrderedDict()
         self._lock = threading.Lock()
 
-    def get(self, key: str) -> object | None:
+    def get(self, key: tuple[str, str]) -> object | None:
         with self._lock:
             v = self._d.get(key)
             if v is not None:
                 self._d.move_to_end(key)
             return v
 
-    def put(self, key: str, value: object) -> None:
+    def put(self, key: tuple[str, str], value: object) -> None:
         with self._lock:
             self._d[key] = value
             self._d.move_to_end(key)
@@ -119,29 +122,27 @@ class StoreFiles:
                 check_sidecar(data, side, file=self.storage.display(path))
         return data
 
+    def _cached(self, ref: CheckpointRef, kind: str, read: Callable[[str], T]) -> T:
+        """`read(display path)`, memoised for V2 files (never overwritten); V1 files always re-read."""
+        key = self.display(ref, kind)
+        cacheable = self.cache is not None and ref.id is not None
+        if cacheable:
+            hit = self.cache.get((kind, key))  # type: ignore[union-attr]
+            if hit is not None:
+                return hit  # type: ignore[return-value]
+        value = read(key)
+        if cacheable:
+            self.cache.put((kind, key), value)  # type: ignore[union-attr]
+        return value
+
     def changelog_header(self, ref: CheckpointRef) -> ChangelogHeader:
         path = self.path(ref, CHANGELOG)
-        key = self.storage.display(path)
-        if self.cache is not None and ref.id is not None:
-            hit = self.cache.get(key)
-            if isinstance(hit, ChangelogHeader):
-                return hit
-        header = read_changelog_header(self.storage, path, version=ref.version)
-        if self.cache is not None and ref.id is not None:
-            self.cache.put(key, header)
-        return header
+        return self._cached(ref, CHANGELOG, lambda _: read_changelog_header(self.storage, path, version=ref.version))
 
     def snapshot_metadata(self, ref: CheckpointRef) -> SnapshotMetadata:
-        path = self.path(ref, SNAPSHOT)
-        key = self.storage.display(path)
-        if self.cache is not None and ref.id is not None:
-            hit = self.cache.get(key)
-            if isinstance(hit, SnapshotMetadata):
-                return hit
-        meta, _ = read_zip(self.read_verified(ref, SNAPSHOT), file=key, version=ref.version)
-        if self.cache is not None and ref.id is not None:
-            self.cache.put(key, meta)
-        return meta
+        return self._cached(
+            ref, SNAPSHOT, lambda shown: read_zip(self.read_verified(ref, SNAPSHOT), file=shown, version=ref.version)[0]
+        )
 
     def lineage_of(self, ref: CheckpointRef) -> Lineage:
         """The lineage `ref`'s changelog records (V2 changelogs always carry one)."""

@@ -16,6 +16,7 @@ from statebed_store.changelog import (
     MERGE,
     PUT,
     Chunk,
+    as_binary_array,
     encode_changelog,
     parse_changelog,
     parse_changelog_header,
@@ -274,3 +275,18 @@ def test_spark_changelogs_parse_with_their_lineage(native: dict[str, Path], spar
         assert all(op == PUT and len(k) == 25 and len(val) == 17 for op, k, val in recs)
         total += len(recs)
     assert total >= 1
+
+
+@pytest.mark.parametrize("typed", [False, True])
+def test_encoding_with_64_bit_offsets_matches(monkeypatch: pytest.MonkeyPatch, typed: bool) -> None:
+    """Batches over 2 GiB are concatenated as large_binary; same bytes (threshold lowered here)."""
+    from statebed_store import changelog as cl
+
+    keys = as_binary_array([b"k%d" % i for i in range(100)])
+    values = as_binary_array([b"v" * (i % 7) for i in range(100)])
+    chunks = [Chunk(PUT, keys, values), Chunk(DELETE, keys[:10])]
+    fmt = 4 if typed else 3
+    normal = encode_changelog(fmt, (), chunks)
+    monkeypatch.setattr(cl, "_LARGE", 16)
+    assert encode_changelog(fmt, (), chunks) == normal
+    assert list(parse_changelog(normal, file="x", version=1).records())[-1] == (DELETE, b"k9", None)

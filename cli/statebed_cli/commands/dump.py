@@ -7,9 +7,8 @@ import json
 import sys
 
 from statebed_store.inspection import dump_state, render_bytes, resolve_target
-from statebed_store.naming import check_id
 
-from ..common import EXIT_OK, add_checkpoint_args, add_store_args, non_negative_int, open_checkpoint, store_from_args
+from ..common import EXIT_OK, add_checkpoint_args, add_store_args, add_target_args, checked_target, open_checkpoint, store_from_args
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -21,18 +20,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     )
     add_checkpoint_args(p)
     add_store_args(p)
-    p.add_argument("--version", type=non_negative_int, help="state version (default: latest committed)")
-    p.add_argument("--id", dest="checkpoint_id", help="checkpoint unique id (with --version)")
+    add_target_args(p, required=False, version_help="state version (default: latest committed)", id_help="checkpoint unique id (with --version)")
     p.add_argument("--json", action="store_true", help="accepted for uniformity: the output is always JSON lines")
     p.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.checkpoint_id is not None:
-        check_id(args.checkpoint_id, "--id")
+    version, checkpoint_id = checked_target(args)
     storage = open_checkpoint(args)
     store = store_from_args(args)
-    ref = resolve_target(storage, store, args.version, args.checkpoint_id)
+    ref = resolve_target(storage, store, version, checkpoint_id)
     out = sys.stdout
     for key, value in dump_state(storage, store, ref):
         out.write(json.dumps({**render_bytes("key", key), **render_bytes("value", value)}) + "\n")

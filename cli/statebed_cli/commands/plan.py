@@ -5,11 +5,9 @@ from __future__ import annotations
 import argparse
 
 from statebed_store import CheckpointRef, StoreFiles, check_plan, plan_load
-from statebed_store.errors import UsageError
 from statebed_store.inspection import plan_json
-from statebed_store.naming import check_id
 
-from ..common import EXIT_OK, add_checkpoint_args, add_store_args, emit_json, non_negative_int, open_checkpoint, store_from_args
+from ..common import EXIT_OK, add_checkpoint_args, add_store_args, add_target_args, checked_target, emit_json, open_checkpoint, store_from_args
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -21,21 +19,17 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     )
     add_checkpoint_args(p)
     add_store_args(p)
-    p.add_argument("--version", type=non_negative_int, required=True, help="state version (batch id + 1)")
-    p.add_argument("--id", dest="checkpoint_id", help="checkpoint unique id (omit for V1 checkpoints)")
+    add_target_args(p, required=True, version_help="state version (batch id + 1)", id_help="checkpoint unique id (omit for V1 checkpoints)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.checkpoint_id is not None:
-        check_id(args.checkpoint_id, "--id")
-        if args.version == 0:  # as StateStoreProvider.load (and so `dump`) refuses it
-            raise UsageError("version 0 is the empty state and has no checkpoint id (--id)")
+    version, checkpoint_id = checked_target(args)
     storage = open_checkpoint(args)
     store = store_from_args(args)
     files = StoreFiles(storage, store)
-    plan = plan_load(files, CheckpointRef(args.version, args.checkpoint_id))
+    plan = plan_load(files, CheckpointRef(version, checkpoint_id))  # type: ignore[arg-type]
     check_plan(files, plan)
     doc = plan_json(files, plan)
     if args.json:
