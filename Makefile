@@ -7,7 +7,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test bench clean
+.PHONY: run test check bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -18,8 +18,13 @@ $(STAMP): pyproject.toml
 run: $(STAMP)  ## the main job on the embedded default (local checkpoint dir under runs/)
 	$(BIN)/statebed demo --checkpoint runs/demo/checkpoint
 
-test: $(STAMP)  ## the whole test suite (starts its own S3 server)
+test: check  ## lint, type-check, then the whole test suite (starts its own S3 server)
 	$(BIN)/pytest -q
+
+check: $(STAMP)  ## ruff (lint + format) and mypy --strict on the packages
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
 
 bench: $(STAMP)  ## benchmarks (minutes; not part of the tests)
 	$(BIN)/python benchmarks/run_all.py

@@ -33,10 +33,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import numpy as np  # noqa: E402
+import benchlib
+import numpy as np
 
-import benchlib  # noqa: E402
-from statebed_store import (  # noqa: E402
+from statebed_store import (
     HeaderCache,
     SnapshotUploader,
     StateStoreProvider,
@@ -44,7 +44,7 @@ from statebed_store import (  # noqa: E402
     StoreOptions,
     cleanup_store,
 )
-from statebed_store.lineage import CheckpointRef  # noqa: E402
+from statebed_store.lineage import CheckpointRef
 
 NAME = "cleanup_requests"
 RETAIN = 10

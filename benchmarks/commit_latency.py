@@ -27,13 +27,13 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import numpy as np  # noqa: E402
+import benchlib
+import numpy as np
 
-import benchlib  # noqa: E402
-from statebed_store import SnapshotUploader, StateStoreProvider, StoreId, StoreOptions  # noqa: E402
-from statebed_store.changelog import PUT, Chunk, as_binary_array, encode_changelog  # noqa: E402
-from statebed_store.lineage import CheckpointRef  # noqa: E402
-from statebed_store.naming import new_checkpoint_id  # noqa: E402
+from statebed_store import SnapshotUploader, StateStoreProvider, StoreId, StoreOptions
+from statebed_store.changelog import PUT, Chunk, as_binary_array, encode_changelog
+from statebed_store.lineage import CheckpointRef
+from statebed_store.naming import new_checkpoint_id
 
 NAME = "commit_latency"
 GOAL = 1.05

@@ -27,13 +27,13 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import numpy as np  # noqa: E402
-import pyarrow as pa  # noqa: E402
-import pyarrow.compute as pc  # noqa: E402
-from rocksdict import BlockBasedOptions, Options, Rdict, WriteBatch, WriteOptions  # noqa: E402
+import benchlib
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from rocksdict import BlockBasedOptions, Options, Rdict, WriteBatch, WriteOptions
 
-import benchlib  # noqa: E402
-from statebed_store import SnapshotUploader, StateStoreProvider, StoreId, StoreOptions  # noqa: E402
+from statebed_store import SnapshotUploader, StateStoreProvider, StoreId, StoreOptions
 
 NAME = "put_commit"
 GOAL = 0.8

@@ -26,10 +26,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import numpy as np  # noqa: E402
+import benchlib
+import numpy as np
 
-import benchlib  # noqa: E402
-from statebed_store import CommitResult, SnapshotUploader, StateStoreProvider, Storage, StoreId, StoreOptions  # noqa: E402
+from statebed_store import CommitResult, SnapshotUploader, StateStoreProvider, Storage, StoreId, StoreOptions
 
 NAME = "recovery"
 GOAL = 1.1

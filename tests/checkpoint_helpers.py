@@ -120,7 +120,9 @@ def state_at(provider: StateStoreProvider, ref: CheckpointRef) -> dict[bytes, by
         txn.abort()
 
 
-def run_versions(provider: StateStoreProvider, n: int, base: CheckpointRef = CheckpointRef(0), tag: bytes = b"") -> tuple[CheckpointRef, dict[bytes, bytes]]:
+def run_versions(
+    provider: StateStoreProvider, n: int, base: CheckpointRef = CheckpointRef(0), tag: bytes = b""
+) -> tuple[CheckpointRef, dict[bytes, bytes]]:
     """Commit `n` versions on top of `base`, each writing one new key and updating `counter`."""
     state = state_at(provider, base) if base.version else {}
     ref = base

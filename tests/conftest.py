@@ -11,9 +11,11 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from s3server import ACCESS_KEY, SECRET_KEY, S3Server, start_s3_server  # noqa: E402
-from statebed_store import S3Settings, SnapshotUploader, Storage, StoreOptions, failpoints, open_storage  # noqa: E402
-from statebed_store.storage import S3Storage  # noqa: E402
+from native_fixtures import native  # noqa: F401  (session fixture: extracted Spark checkpoints)
+from s3server import ACCESS_KEY, SECRET_KEY, S3Server, start_s3_server
+
+from statebed_store import S3Settings, SnapshotUploader, Storage, StoreOptions, failpoints, open_storage
+from statebed_store.storage import S3Storage
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

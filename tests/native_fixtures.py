@@ -63,7 +63,7 @@ def decode_string_key(stored: bytes) -> str:
     assert row[:8] == bytes(8), f"key {stored.hex()} has null bits set"
     off_size = int.from_bytes(row[8:16], "little")
     offset, size = off_size >> 32, off_size & 0xFFFFFFFF
-    assert 16 <= offset and offset + size <= len(row), f"key {stored.hex()}: bad offset/size {offset}/{size}"
+    assert offset >= 16 and offset + size <= len(row), f"key {stored.hex()}: bad offset/size {offset}/{size}"
     return row[offset : offset + size].decode("utf-8")
 
 

@@ -5,6 +5,7 @@ Binds to 127.0.0.1 only, on free ports; started and stopped by PID, never by nam
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import socket
@@ -110,8 +111,17 @@ def start_s3_server(workdir: Path) -> S3Server:
         s3_port, master, volume, filer = (_free_port() for _ in range(4))
         config = workdir / "s3.json"
         config.write_text(
-            '{"identities":[{"name":"statebed","credentials":[{"accessKey":"%s","secretKey":"%s"}],'
-            '"actions":["Admin","Read","Write","List","Tagging"]}]}' % (ACCESS_KEY, SECRET_KEY)
+            json.dumps(
+                {
+                    "identities": [
+                        {
+                            "name": "statebed",
+                            "credentials": [{"accessKey": ACCESS_KEY, "secretKey": SECRET_KEY}],
+                            "actions": ["Admin", "Read", "Write", "List", "Tagging"],
+                        }
+                    ]
+                }
+            )
         )
         args = [
             weed, "server", f"-dir={data}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1",

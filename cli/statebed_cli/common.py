@@ -17,10 +17,10 @@ __all__ = [
     "add_store_args",
     "add_target_args",
     "checked_target",
-    "open_checkpoint",
-    "store_from_args",
     "emit_json",
     "non_negative_int",
+    "open_checkpoint",
+    "store_from_args",
 ]
 
 EXIT_OK, EXIT_NEGATIVE, EXIT_UNUSABLE = 0, 1, 2

@@ -46,6 +46,7 @@ from .uploader import SnapshotUploader, default_uploader
 __version__ = "0.1.0"
 
 __all__ = [
+    "DEFAULT_STORE",
     "AlreadyExistsError",
     "BaseIdMismatchError",
     "CheckpointFileError",
@@ -57,7 +58,6 @@ __all__ = [
     "CommitResult",
     "CorruptFileError",
     "CountingStorage",
-    "DEFAULT_STORE",
     "HeaderCache",
     "InjectedFault",
     "LineageError",

@@ -33,17 +33,17 @@ if TYPE_CHECKING:
     from .storage.base import Storage
 
 __all__ = [
-    "PUT",
     "DELETE",
     "MERGE",
-    "Chunk",
-    "ChangelogHeader",
+    "PUT",
     "Changelog",
+    "ChangelogHeader",
+    "Chunk",
+    "as_binary_array",
     "encode_changelog",
     "parse_changelog",
     "parse_changelog_header",
     "read_changelog_header",
-    "as_binary_array",
 ]
 
 PUT = 0x01
@@ -249,7 +249,7 @@ class Changelog:
 
     def records(self) -> Iterator[tuple[int, bytes, bytes | None]]:
         """`(op, key, value)` in write order; value is None for deletes."""
-        return zip(*self.columns())  # type: ignore[return-value]
+        return zip(*self.columns())
 
     def columns(self) -> tuple[list[int], list[bytes], list[bytes | None]]:
         """All records as parallel lists (ops, keys, values). Truncation is an error."""

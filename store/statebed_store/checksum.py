@@ -17,7 +17,7 @@ import google_crc32c
 
 from .errors import CorruptFileError
 
-__all__ = ["crc32c", "make_sidecar", "check_sidecar"]
+__all__ = ["check_sidecar", "crc32c", "make_sidecar"]
 
 
 def crc32c(data: bytes | memoryview) -> int:

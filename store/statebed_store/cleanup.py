@@ -35,8 +35,8 @@ from .lineage import CheckpointRef
 from .log import get_logger, kv
 from .naming import CHANGELOG, SNAPSHOT, SST_DIR, StateFileName, StoreId, parse_state_file, sidecar_main
 from .plan import plan_load
-from .store_files import HeaderCache, StoreFiles
 from .storage.base import Storage
+from .store_files import HeaderCache, StoreFiles
 
 __all__ = ["CleanupReport", "cleanup_store", "retained_versions"]
 
@@ -52,7 +52,9 @@ class CleanupReport:
     ssts_deleted: list[str] = field(default_factory=list)
 
 
-def retained_versions(log_: CommitLog, store_index: int, operator: int, partition: int, latest_batch: int, keep: int) -> list[CheckpointRef]:
+def retained_versions(
+    log_: CommitLog, store_index: int, operator: int, partition: int, latest_batch: int, keep: int
+) -> list[CheckpointRef]:
     """The committed `(version, id)` of the last `keep` batches up to `latest_batch`, from the commit log."""
     out = []
     for b in range(max(0, latest_batch - keep + 1), latest_batch + 1):
@@ -109,7 +111,7 @@ def cleanup_store(
             kept_snapshots.add(plan.snapshot)
         for kind in (CHANGELOG, SNAPSHOT):
             if files.has(ref, kind):
-                keep.add(StateFileName(ref.version, ref.id, kind))  # type: ignore[arg-type]
+                keep.add(StateFileName(ref.version, ref.id, kind))
         if files.has_snapshot(ref) and complete(ref):
             kept_snapshots.add(ref)
     if broken:
@@ -140,9 +142,7 @@ def cleanup_store(
             log.info("skipping unreadable in-flight snapshot", extra=kv(store=str(store), snapshot=str(snap), error=str(e)))
     now = time.time() if now is None else now
     sst_paths = [
-        f"{store.dir}/{SST_DIR}/{name}"
-        for name, info in ssts.items()
-        if name not in referenced and now - info.mtime > sst_orphan_grace_s
+        f"{store.dir}/{SST_DIR}/{name}" for name, info in ssts.items() if name not in referenced and now - info.mtime > sst_orphan_grace_s
     ]
     storage.delete(paths + sst_paths)
     report.deleted = [storage.display(p) for p in paths]

@@ -20,7 +20,7 @@ from .errors import AlreadyExistsError, CommitConflictError, CorruptFileError, S
 from .naming import COMMITS_DIR, is_valid_id
 from .storage.base import Storage
 
-__all__ = ["CommitRecord", "CommitLog", "parse_commit", "render_commit", "StateIds", "committed_id"]
+__all__ = ["CommitLog", "CommitRecord", "StateIds", "committed_id", "parse_commit", "render_commit"]
 
 StateIds = Mapping[int, Sequence[Sequence[str | None]]]
 

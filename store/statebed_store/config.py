@@ -26,7 +26,7 @@ from urllib.parse import urlparse
 
 from .errors import UsageError
 
-__all__ = ["StoreOptions", "S3Settings", "env", "default_local_dir"]
+__all__ = ["S3Settings", "StoreOptions", "default_local_dir", "env"]
 
 Format = Literal["v1", "v2"]
 
@@ -95,8 +95,7 @@ class S3Settings:
         ep = endpoint or env("STATEBED_S3_ENDPOINT") or env("AWS_ENDPOINT_URL")
         if not ep:
             raise UsageError(
-                "an s3:// checkpoint needs an endpoint: pass --s3-endpoint or set STATEBED_S3_ENDPOINT "
-                "(e.g. http://127.0.0.1:9000)"
+                "an s3:// checkpoint needs an endpoint: pass --s3-endpoint or set STATEBED_S3_ENDPOINT (e.g. http://127.0.0.1:9000)"
             )
         mode = env("STATEBED_S3_CONDITIONAL_PUT", "auto")
         if mode not in ("auto", "on", "off"):

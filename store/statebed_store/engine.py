@@ -38,6 +38,7 @@ def key_order(keys: pa.Array) -> np.ndarray | None:
         return None
     return pc.sort_indices(keys).to_numpy()  # type: ignore[no-any-return]
 
+
 _CACHE_LOCK = threading.Lock()
 _BLOCK_CACHE: Cache | None = None
 
@@ -69,16 +70,16 @@ class RocksEngine:
         self.path = Path(path)
         self.path.mkdir(parents=True, exist_ok=True)
         try:
-            self.db = Rdict(str(self.path), _options())
+            self._db: Rdict | None = Rdict(str(self.path), _options())
         except Exception as e:  # rocksdict raises plain Exception subclasses
             raise StatebedError(f"{self.path}: cannot open RocksDB instance ({e})") from None
         wo = WriteOptions()
-        wo.disable_wal = True
+        wo.disable_wal = True  # type: ignore[method-assign,assignment]  # a property at runtime; the stub says method
         self.db.set_write_options(wo)
 
     # -- reads --------------------------------------------------------------------------
     def get(self, key: bytes) -> bytes | None:
-        return self.db.get(key)  # type: ignore[no-any-return]
+        return self.db.get(key)
 
     def get_many(self, keys: pa.Array) -> list[bytes | None]:
         """Values of `keys` (None where absent), in the order of `keys`; looked up sorted."""
@@ -88,7 +89,7 @@ class RocksEngine:
             return list(map(get, keys.to_pylist()))
         found = np.empty(len(keys), dtype=object)
         found[order] = list(map(get, keys.take(order).to_pylist()))
-        return found.tolist()  # type: ignore[no-any-return]
+        return found.tolist()
 
     def items(self, start: bytes | None = None, end: bytes | None = None, prefix: bytes | None = None) -> Iterator[tuple[bytes, bytes]]:
         """Ordered `(key, value)` from `start` (or `prefix`) up to `end` exclusive."""
@@ -158,8 +159,14 @@ class RocksEngine:
         dest.parent.mkdir(parents=True, exist_ok=True)
         Checkpoint(self.db).create_checkpoint(str(dest))
 
+    @property
+    def db(self) -> Rdict:
+        if self._db is None:
+            raise StatebedError(f"{self.path}: RocksDB instance is closed")
+        return self._db
+
     def close(self) -> None:
-        db, self.db = self.db, None
+        db, self._db = self._db, None
         if db is not None:
             db.close()
 

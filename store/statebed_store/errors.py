@@ -8,21 +8,21 @@ tell "bad input / environment" (exit 2 in the CLI) from bugs.
 from __future__ import annotations
 
 __all__ = [
-    "StatebedError",
-    "UsageError",
+    "AlreadyExistsError",
+    "BaseIdMismatchError",
     "CheckpointFileError",
-    "MissingFileError",
+    "CommitConflictError",
     "CorruptFileError",
-    "UnknownFormatError",
+    "InjectedFault",
     "LineageError",
-    "UnplannableError",
+    "MissingFileError",
+    "StatebedError",
     "StorageError",
     "StorageUnavailableError",
-    "AlreadyExistsError",
-    "CommitConflictError",
     "StoreStateError",
-    "BaseIdMismatchError",
-    "InjectedFault",
+    "UnknownFormatError",
+    "UnplannableError",
+    "UsageError",
 ]
 
 

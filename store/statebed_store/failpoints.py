@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from .config import env
 from .errors import InjectedFault, UsageError
 
-__all__ = ["KNOWN_POINTS", "arm", "disarm", "armed", "hit", "configure", "stats", "parse_spec"]
+__all__ = ["KNOWN_POINTS", "arm", "armed", "configure", "disarm", "hit", "parse_spec", "stats"]
 
 # Every failpoint in statebed, in one place (aliases map to their canonical name).
 KNOWN_POINTS: dict[str, str] = {
@@ -164,10 +164,7 @@ def armed(name: str, terms: str) -> Iterator[None]:
 
 def stats() -> dict[str, dict[str, object]]:
     with _LOCK:
-        return {
-            n: {"spec": "->".join(t.describe() for t in p.terms), "hits": p.hits, "fired": dict(p.fired)}
-            for n, p in _ARMED.items()
-        }
+        return {n: {"spec": "->".join(t.describe() for t in p.terms), "hits": p.hits, "fired": dict(p.fired)} for n, p in _ARMED.items()}
 
 
 def hit(name: str) -> bool:

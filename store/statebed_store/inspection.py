@@ -11,14 +11,15 @@ from __future__ import annotations
 import base64
 import tempfile
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from .commitlog import CommitLog, CommitRecord
 from .config import StoreOptions
 from .errors import StatebedError, UsageError
 from .lineage import CheckpointRef
-from .plan import LoadPlan
 from .naming import CHANGELOG, DEFAULT_STORE, SNAPSHOT, SST_DIR, STATE_DIR, StoreId, parse_state_file
+from .plan import LoadPlan
 from .storage.base import Storage
 from .store import StateStoreProvider
 from .store_files import StoreFiles
@@ -26,15 +27,15 @@ from .uploader import SnapshotUploader
 
 __all__ = [
     "JOIN_STORE_ORDER",
-    "discover_stores",
-    "store_index",
     "commit_records",
     "committed_ref",
-    "list_checkpoint",
+    "discover_stores",
     "dump_state",
+    "list_checkpoint",
+    "plan_json",
     "render_bytes",
     "resolve_target",
-    "plan_json",
+    "store_index",
 ]
 
 # Spark's stream-stream join keeps four stores per partition, listed in this order.
@@ -174,7 +175,7 @@ def resolve_target(storage: Storage, store: StoreId, version: int | None, checkp
 def dump_state(storage: Storage, store: StoreId, ref: CheckpointRef) -> Iterator[tuple[bytes, bytes]]:
     """Every `(key, value)` of `ref`, rebuilt in a throwaway local instance."""
     with tempfile.TemporaryDirectory(prefix="statebed-dump-") as tmp:
-        opts = StoreOptions(local_dir=tmp, format="v2" if ref.id is not None else "v1")
+        opts = StoreOptions(local_dir=Path(tmp), format="v2" if ref.id is not None else "v1")
         provider = StateStoreProvider(storage, store, opts, uploader=SnapshotUploader())
         try:
             txn = provider.load(ref.version, ref.id)
@@ -196,4 +197,3 @@ def plan_json(files: StoreFiles, plan: LoadPlan) -> dict[str, Any]:
         "snapshot": describe_file(files, plan.snapshot, SNAPSHOT) if plan.snapshot is not None else None,
         "changelogs": [describe_file(files, r, CHANGELOG) for r in plan.changelogs],
     }
-

@@ -8,6 +8,7 @@ directory stays self-contained: the files alone say which history a version belo
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -15,7 +16,7 @@ from dataclasses import dataclass
 from .errors import LineageError
 from .naming import is_valid_id
 
-__all__ = ["CheckpointRef", "Lineage", "lineage_to_json", "lineage_from_json", "validate_lineage"]
+__all__ = ["CheckpointRef", "Lineage", "lineage_from_json", "lineage_to_json", "validate_lineage"]
 
 
 @dataclass(frozen=True, order=True)
@@ -34,16 +35,14 @@ Lineage = tuple[CheckpointRef, ...]
 
 def lineage_to_json(lineage: Iterable[CheckpointRef]) -> str:
     """Spark's json4s rendering: `[{"version":1,"checkpointUniqueId":"..."}]`, no spaces."""
-    return json.dumps(
-        [{"version": r.version, "checkpointUniqueId": r.id} for r in lineage], separators=(",", ":")
-    )
+    return json.dumps([{"version": r.version, "checkpointUniqueId": r.id} for r in lineage], separators=(",", ":"))
 
 
 def lineage_from_json(text: str, *, file: str) -> Lineage:
     """Parse a lineage; structure errors name the file."""
     try:
         raw = json.loads(text)
-    except ValueError as e:
+    except json.JSONDecodeError as e:
         raise LineageError(file, f"lineage is not valid JSON ({e.msg} at char {e.pos})") from None
     if not isinstance(raw, list):
         raise LineageError(file, f"lineage must be a JSON array, got {type(raw).__name__}")
@@ -62,7 +61,7 @@ def lineage_from_json(text: str, *, file: str) -> Lineage:
 
 def validate_lineage(lineage: Sequence[CheckpointRef], *, version: int | None, file: str) -> None:
     """Versions strictly increasing by one, no duplicates, ending at `version - 1`."""
-    for prev, cur in zip(lineage, lineage[1:]):
+    for prev, cur in itertools.pairwise(lineage):
         if cur.version != prev.version + 1:
             raise LineageError(
                 file,

@@ -15,7 +15,7 @@ from typing import Any
 
 from .config import env
 
-__all__ = ["kv", "setup_logging", "get_logger"]
+__all__ = ["get_logger", "kv", "setup_logging"]
 
 _FIELDS = "statebed_fields"
 

@@ -16,7 +16,7 @@ import xxhash
 
 from .errors import CorruptFileError
 
-__all__ = ["compress", "decompress", "MAGIC", "DEFAULT_BLOCK_SIZE"]
+__all__ = ["DEFAULT_BLOCK_SIZE", "MAGIC", "compress", "decompress"]
 
 MAGIC = b"LZ4Block"
 _HEADER = struct.Struct("<8sBiii")
@@ -114,7 +114,9 @@ def decompress(buf: bytes | memoryview, *, file: str, partial: bool = False) -> 
             except lz4.block.LZ4BlockError as e:
                 raise CorruptFileError(file, f"LZ4 block at byte {pos - clen - HEADER_SIZE} does not decompress: {e}") from None
             if len(block) != dlen:
-                raise CorruptFileError(file, f"LZ4 block at byte {pos - clen - HEADER_SIZE} decompressed to {len(block)} bytes, expected {dlen}")
+                raise CorruptFileError(
+                    file, f"LZ4 block at byte {pos - clen - HEADER_SIZE} decompressed to {len(block)} bytes, expected {dlen}"
+                )
         if _checksum(block) != check:
             raise CorruptFileError(file, f"checksum mismatch in LZ4 block at byte {pos - clen - HEADER_SIZE}")
         out.append(block)

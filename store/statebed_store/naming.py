@@ -24,20 +24,20 @@ from .errors import UsageError
 
 __all__ = [
     "CHANGELOG",
+    "COMMITS_DIR",
+    "CRC_SUFFIX",
+    "DEFAULT_STORE",
     "SNAPSHOT",
     "SST_DIR",
-    "COMMITS_DIR",
     "STATE_DIR",
-    "DEFAULT_STORE",
-    "CRC_SUFFIX",
     "StateFileName",
     "StoreId",
-    "parse_state_file",
-    "is_valid_id",
     "check_id",
+    "is_valid_id",
     "new_checkpoint_id",
-    "sidecar_name",
+    "parse_state_file",
     "sidecar_main",
+    "sidecar_name",
 ]
 
 CHANGELOG: Literal["changelog"] = "changelog"
@@ -63,9 +63,7 @@ def is_valid_id(checkpoint_id: str) -> bool:
 def check_id(checkpoint_id: str, what: str = "checkpoint id") -> str:
     """Reject ids that could not be a file-name component (path tricks, separators)."""
     if not isinstance(checkpoint_id, str) or not _ID_RE.match(checkpoint_id):
-        raise UsageError(
-            f"{what} {checkpoint_id!r} is malformed: expected 1-64 letters, digits or dashes"
-        )
+        raise UsageError(f"{what} {checkpoint_id!r} is malformed: expected 1-64 letters, digits or dashes")
     return checkpoint_id
 
 

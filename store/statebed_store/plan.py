@@ -19,7 +19,7 @@ from .lineage import CheckpointRef, Lineage
 from .naming import CHANGELOG, SNAPSHOT
 from .store_files import StoreFiles
 
-__all__ = ["LoadPlan", "plan_load", "check_plan", "check_link"]
+__all__ = ["LoadPlan", "check_link", "check_plan", "plan_load"]
 
 
 @dataclass(frozen=True)
@@ -137,7 +137,9 @@ def check_plan(files: StoreFiles, plan: LoadPlan) -> None:
             if info is None:
                 raise MissingFileError(sst_path, f"SST file named by {files.display(plan.snapshot, SNAPSHOT)} is missing")
             if info.size != f.size:
-                raise MissingFileError(sst_path, f"SST file is {info.size} bytes, {files.display(plan.snapshot, SNAPSHOT)} expects {f.size}")
+                raise MissingFileError(
+                    sst_path, f"SST file is {info.size} bytes, {files.display(plan.snapshot, SNAPSHOT)} expects {f.size}"
+                )
     for ref in plan.changelogs:
         check_link(ref, files.changelog_header(ref).lineage, prev, file=files.display(ref, CHANGELOG))
         prev = ref

@@ -23,7 +23,7 @@ from .errors import CorruptFileError, UnknownFormatError
 from .lineage import Lineage, lineage_from_json, lineage_to_json, validate_lineage
 from .naming import is_valid_id
 
-__all__ = ["ImmutableFile", "SnapshotMetadata", "build_zip", "read_zip", "METADATA"]
+__all__ = ["METADATA", "ImmutableFile", "SnapshotMetadata", "build_zip", "read_zip"]
 
 METADATA = "metadata"
 LOGS_DIR = "logs"

@@ -30,7 +30,7 @@ import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, TypeAlias
 
 import pyarrow as pa
 
@@ -53,15 +53,15 @@ from .naming import CHANGELOG, SNAPSHOT, SST_DIR, StateFileName, StoreId, check_
 from .plan import LoadPlan, check_link, plan_load
 from .publish import publish_state_file
 from .snapshot import ImmutableFile, read_zip
-from .store_files import HeaderCache, StoreFiles
 from .storage.base import Storage
+from .store_files import HeaderCache, StoreFiles
 from .uploader import PendingSnapshot, SnapshotUploader, SstRegistry, default_uploader, upload_snapshot
 
-__all__ = ["StateStoreProvider", "StateStore", "CommitResult", "ProviderMetrics"]
+__all__ = ["CommitResult", "ProviderMetrics", "StateStore", "StateStoreProvider"]
 
 log = get_logger("store")
 
-Keys = Sequence[bytes] | pa.Array | pa.ChunkedArray
+Keys: TypeAlias = Sequence[bytes] | pa.Array | pa.ChunkedArray
 
 
 @dataclass(frozen=True)
@@ -231,7 +231,9 @@ class StateStoreProvider:
                 if first_error is not None:
                     raise first_error from None
                 if ref.id is None and ref.version > 0 and any(r.version == ref.version and r.id for r in files.refs()):
-                    raise UnplannableError(e.target, e.detail + f"; version {ref.version} has V2 files: load it with its checkpoint id", e.missing) from None
+                    raise UnplannableError(
+                        e.target, e.detail + f"; version {ref.version} has V2 files: load it with its checkpoint id", e.missing
+                    ) from None
                 raise
             try:
                 return self._materialize(files, plan)
@@ -398,7 +400,9 @@ class StateStoreProvider:
         try:
             pending = self._pending(txn, ref, lineage)
         except Exception as e:  # a local checkpoint failing must not fail a durable commit
-            log.warning("could not take a local checkpoint; snapshot skipped", extra=kv(store=str(self.store), version=ref.version, error=str(e)))
+            log.warning(
+                "could not take a local checkpoint; snapshot skipped", extra=kv(store=str(self.store), version=ref.version, error=str(e))
+            )
             return
         self.uploader.submit(pending)
         self.metrics.snapshots_queued += 1
@@ -413,7 +417,9 @@ class StateStoreProvider:
                 raise StatebedError(f"{self.store}: format-switch snapshot of version {ref.version} was dropped by a failpoint")
         finally:
             shutil.rmtree(pending.checkpoint_dir, ignore_errors=True)
-        log.info("format switch snapshot written", extra=kv(store=str(self.store), version=ref.version, id=ref.id, format=self.options.format))
+        log.info(
+            "format switch snapshot written", extra=kv(store=str(self.store), version=ref.version, id=ref.id, format=self.options.format)
+        )
 
     def _abort(self, txn: StateStore) -> None:
         if txn._done:

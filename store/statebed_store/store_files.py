@@ -22,7 +22,7 @@ from .naming import CHANGELOG, SNAPSHOT, SST_DIR, StateFileName, StoreId, parse_
 from .snapshot import SnapshotMetadata, read_zip
 from .storage.base import FileInfo, Storage
 
-__all__ = ["StoreFiles", "HeaderCache"]
+__all__ = ["HeaderCache", "StoreFiles"]
 
 T = TypeVar("T")
 
@@ -140,9 +140,7 @@ class StoreFiles:
         return self._cached(ref, CHANGELOG, lambda _: read_changelog_header(self.storage, path, version=ref.version))
 
     def snapshot_metadata(self, ref: CheckpointRef) -> SnapshotMetadata:
-        return self._cached(
-            ref, SNAPSHOT, lambda shown: read_zip(self.read_verified(ref, SNAPSHOT), file=shown, version=ref.version)[0]
-        )
+        return self._cached(ref, SNAPSHOT, lambda shown: read_zip(self.read_verified(ref, SNAPSHOT), file=shown, version=ref.version)[0])
 
     def lineage_of(self, ref: CheckpointRef) -> Lineage:
         """The lineage `ref`'s changelog records (V2 changelogs always carry one)."""

@@ -29,7 +29,7 @@ from .publish import publish_state_file
 from .snapshot import ImmutableFile, SnapshotMetadata, build_zip
 from .storage.base import Storage
 
-__all__ = ["SstRegistry", "PendingSnapshot", "SnapshotUploader", "upload_snapshot", "default_uploader"]
+__all__ = ["PendingSnapshot", "SnapshotUploader", "SstRegistry", "default_uploader", "upload_snapshot"]
 
 log = get_logger("uploader")
 
@@ -170,14 +170,19 @@ class SnapshotUploader:
                 try:
                     if upload_snapshot(p, uploaded):
                         self.uploaded += 1
-                        log.info("snapshot uploaded", extra=kv(**fields, ssts=len(uploaded), queued_s=round(time.monotonic() - p.queued_at, 3)))
+                        log.info(
+                            "snapshot uploaded", extra=kv(**fields, ssts=len(uploaded), queued_s=round(time.monotonic() - p.queued_at, 3))
+                        )
                     else:
                         self.skipped += 1
                     return
                 except (StatebedError, OSError) as e:
                     if attempt == p.attempts:
                         self.failed += 1
-                        log.warning("snapshot upload failed; skipped (loads replay changelogs instead)", extra=kv(**fields, attempts=attempt, error=str(e)))
+                        log.warning(
+                            "snapshot upload failed; skipped (loads replay changelogs instead)",
+                            extra=kv(**fields, attempts=attempt, error=str(e)),
+                        )
                         return
                     log.info("snapshot upload failed; retrying", extra=kv(**fields, attempt=attempt, error=str(e)))
                     time.sleep(p.backoff_s * attempt)

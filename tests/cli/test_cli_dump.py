@@ -18,7 +18,9 @@ def dump(capsys: pytest.CaptureFixture[str], root: str, *args: str) -> list[dict
     return [json.loads(line) for line in out.splitlines()]
 
 
-def test_dump_latest_committed_and_a_given_version(capsys: pytest.CaptureFixture[str], local_storage: Storage, options: StoreOptions, uploader: SnapshotUploader) -> None:
+def test_dump_latest_committed_and_a_given_version(
+    capsys: pytest.CaptureFixture[str], local_storage: Storage, options: StoreOptions, uploader: SnapshotUploader
+) -> None:
     w = write_versions(local_storage, options, uploader, 4, snapshot_at=(3,), commit_log=True)
     assert dump(capsys, local_storage.url) == [
         {"key": "count", "value": "4"},
@@ -32,12 +34,13 @@ def test_dump_latest_committed_and_a_given_version(capsys: pytest.CaptureFixture
     assert dump(capsys, local_storage.url, "--version", "0") == []
 
 
-def test_dump_renders_binary_as_base64(capsys: pytest.CaptureFixture[str], local_storage: Storage, options: StoreOptions, uploader: SnapshotUploader) -> None:
+def test_dump_renders_binary_as_base64(
+    capsys: pytest.CaptureFixture[str], local_storage: Storage, options: StoreOptions, uploader: SnapshotUploader
+) -> None:
     pairs = {b"\x00\xff": b"\x01", b"bell\x07": b"text", b"caf\xc3\xa9": b"\xe9t\xe9", b"tab\tkey": b""}
-    with StateStoreProvider(local_storage, STORE, options, uploader=uploader) as p:
-        with p.load(0) as txn:
-            txn.put_many(list(pairs), list(pairs.values()))
-            r = txn.commit()
+    with StateStoreProvider(local_storage, STORE, options, uploader=uploader) as p, p.load(0) as txn:
+        txn.put_many(list(pairs), list(pairs.values()))
+        r = txn.commit()
     CommitLog(local_storage).write(0, {0: [[r.checkpoint_id]]})
     b64 = lambda b: base64.b64encode(b).decode()  # noqa: E731
     assert dump(capsys, local_storage.url, "--json") == [

@@ -16,13 +16,14 @@ def lineage(w: Written, versions: range) -> list[dict[str, Any]]:
     return [{"version": v, "id": w.results[v].checkpoint_id} for v in versions]
 
 
-def test_ls_json_document(capsys: pytest.CaptureFixture[str], local_storage: Storage, options: StoreOptions, uploader: SnapshotUploader) -> None:
+def test_ls_json_document(
+    capsys: pytest.CaptureFixture[str], local_storage: Storage, options: StoreOptions, uploader: SnapshotUploader
+) -> None:
     w = write_versions(local_storage, options, uploader, 4, snapshot_at=(2,), commit_log=True)
     # a second, uncommitted attempt of version 4 (a speculative task's orphan)
-    with StateStoreProvider(local_storage, STORE, options, uploader=uploader) as p:
-        with p.load(3, w.results[3].checkpoint_id) as txn:
-            txn.put_many([b"x"], [b"y"])
-            orphan = txn.commit(snapshot=False)
+    with StateStoreProvider(local_storage, STORE, options, uploader=uploader) as p, p.load(3, w.results[3].checkpoint_id) as txn:
+        txn.put_many([b"x"], [b"y"])
+        orphan = txn.commit(snapshot=False)
     code, out, err = run_cli(capsys, "ls", local_storage.url, "--json")
     assert code == 0, err
     doc = json.loads(out)
@@ -59,7 +60,9 @@ def test_ls_of_an_empty_checkpoint(capsys: pytest.CaptureFixture[str], tmp_path:
     assert json.loads(out) == {"checkpoint": str(tmp_path), "format": "empty", "commits": {"count": 0, "latestBatch": None}, "stores": []}
 
 
-def test_ls_reports_a_damaged_file_in_its_entry(capsys: pytest.CaptureFixture[str], local_storage: Storage, options: StoreOptions, uploader: SnapshotUploader) -> None:
+def test_ls_reports_a_damaged_file_in_its_entry(
+    capsys: pytest.CaptureFixture[str], local_storage: Storage, options: StoreOptions, uploader: SnapshotUploader
+) -> None:
     w = write_versions(local_storage, options, uploader, 3, commit_log=True)
     local_storage.write(w.path(2), b"\x00garbage")
     code, out, err = run_cli(capsys, "ls", local_storage.url, "--json")
@@ -69,7 +72,9 @@ def test_ls_reports_a_damaged_file_in_its_entry(capsys: pytest.CaptureFixture[st
     assert "error" not in entries[w.results[3].checkpoint_id]
 
 
-def test_ls_human_output(capsys: pytest.CaptureFixture[str], local_storage: Storage, options: StoreOptions, uploader: SnapshotUploader) -> None:
+def test_ls_human_output(
+    capsys: pytest.CaptureFixture[str], local_storage: Storage, options: StoreOptions, uploader: SnapshotUploader
+) -> None:
     w = write_versions(local_storage, options, uploader, 2, commit_log=True)
     code, out, _ = run_cli(capsys, "ls", local_storage.url)
     assert code == 0
@@ -79,7 +84,9 @@ def test_ls_human_output(capsys: pytest.CaptureFixture[str], local_storage: Stor
     assert rows == [["1", id1, "yes", "changelog"], ["2", id2, "yes", "changelog", f"1:{id1}"]]
 
 
-def test_ls_skips_directories_that_are_not_ascii_numbers(capsys: pytest.CaptureFixture[str], local_storage: Storage, options: StoreOptions, uploader: SnapshotUploader) -> None:
+def test_ls_skips_directories_that_are_not_ascii_numbers(
+    capsys: pytest.CaptureFixture[str], local_storage: Storage, options: StoreOptions, uploader: SnapshotUploader
+) -> None:
     w = write_versions(local_storage, options, uploader, 1, commit_log=True)
     for junk in ("state/\u00b2/0", "state/0/\u0663", "state/x/0", "state/0/_metadata"):
         local_storage.write(f"{junk}/1_{w.results[1].checkpoint_id}.changelog", b"junk")

@@ -16,8 +16,14 @@ from typing import Any
 
 import pytest
 from checkpoint_helpers import run_cli
-from native_fixtures import JOIN_STORES, QUERIES, SPARK_VERSIONS, decode_long, decode_string_key, expected
-from native_fixtures import native  # noqa: F401  (session fixture)
+from native_fixtures import (
+    JOIN_STORES,
+    QUERIES,
+    SPARK_VERSIONS,
+    decode_long,
+    decode_string_key,
+    expected,
+)
 
 from statebed_store.changelog import DELETE, parse_changelog
 from statebed_store.snapshot import read_zip
@@ -88,7 +94,7 @@ def test_plan_every_committed_version(capsys: Capsys, native: dict[str, Path], s
         for version, cid in sorted(ids.items()):
             # expected: the newest committed snapshot at or below `version`, then the committed changelogs after it
             snap = max((u for u in ids if u <= version and (root / store.dir / f"{u}_{ids[u]}.zip").is_file()), default=None)
-            entry = lambda u, kind: {"version": u, "id": ids[u], "file": f"{store.dir}/{u}_{ids[u]}.{kind}"}  # noqa: E731
+            entry = lambda u, kind, ids=ids, store=store: {"version": u, "id": ids[u], "file": f"{store.dir}/{u}_{ids[u]}.{kind}"}  # noqa: E731
             want = {
                 "snapshot": entry(snap, "zip") if snap else None,
                 "changelogs": [entry(u, "changelog") for u in range((snap or 0) + 1, version + 1)],

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 from checkpoint_helpers import Written, run_cli, write_versions
-
 from conftest import s3_settings
 from s3server import S3Server
+
 from statebed_store import S3Storage, SnapshotUploader, Storage, StoreId, StoreOptions
 
 
@@ -24,7 +24,9 @@ def plan_json(capsys: pytest.CaptureFixture[str], root: str, *args: str) -> dict
     return json.loads(out)  # type: ignore[no-any-return]
 
 
-def test_plan_json_changelogs_only(capsys: pytest.CaptureFixture[str], local_storage: Storage, options: StoreOptions, uploader: SnapshotUploader) -> None:
+def test_plan_json_changelogs_only(
+    capsys: pytest.CaptureFixture[str], local_storage: Storage, options: StoreOptions, uploader: SnapshotUploader
+) -> None:
     w = write_versions(local_storage, options, uploader, 4)
     doc = plan_json(capsys, local_storage.url, "--version", "4", "--id", w.results[4].checkpoint_id or "")
     assert doc == {"snapshot": None, "changelogs": [entry(w, v) for v in (1, 2, 3, 4)]}
@@ -33,7 +35,9 @@ def test_plan_json_changelogs_only(capsys: pytest.CaptureFixture[str], local_sto
         assert (Path(local_storage.url) / c["file"]).is_file()
 
 
-def test_plan_json_with_a_snapshot(capsys: pytest.CaptureFixture[str], local_storage: Storage, options: StoreOptions, uploader: SnapshotUploader) -> None:
+def test_plan_json_with_a_snapshot(
+    capsys: pytest.CaptureFixture[str], local_storage: Storage, options: StoreOptions, uploader: SnapshotUploader
+) -> None:
     w = write_versions(local_storage, options, uploader, 5, snapshot_at=(3,))
     root = local_storage.url
     assert plan_json(capsys, root, "--version", "5", "--id", w.results[5].checkpoint_id or "") == {
@@ -54,7 +58,9 @@ def test_plan_json_with_a_snapshot(capsys: pytest.CaptureFixture[str], local_sto
     }
 
 
-def test_plan_of_a_named_store(capsys: pytest.CaptureFixture[str], local_storage: Storage, options: StoreOptions, uploader: SnapshotUploader) -> None:
+def test_plan_of_a_named_store(
+    capsys: pytest.CaptureFixture[str], local_storage: Storage, options: StoreOptions, uploader: SnapshotUploader
+) -> None:
     store = StoreId(2, 1, "left-keyToNumValues")
     w = write_versions(local_storage, options, uploader, 2, store=store)
     code, out, err = run_cli(
@@ -66,9 +72,13 @@ def test_plan_of_a_named_store(capsys: pytest.CaptureFixture[str], local_storage
     assert files == [f"state/2/1/left-keyToNumValues/{v}_{w.results[v].checkpoint_id}.changelog" for v in (1, 2)]
 
 
-def test_plan_human_output(capsys: pytest.CaptureFixture[str], local_storage: Storage, options: StoreOptions, uploader: SnapshotUploader) -> None:
+def test_plan_human_output(
+    capsys: pytest.CaptureFixture[str], local_storage: Storage, options: StoreOptions, uploader: SnapshotUploader
+) -> None:
     w = write_versions(local_storage, options, uploader, 3, snapshot_at=(2,))
-    code, out, err = run_cli(capsys, "plan", local_storage.url, "--operator", "0", "--partition", "0", "--version", "3", "--id", w.results[3].checkpoint_id or "")
+    code, out, err = run_cli(
+        capsys, "plan", local_storage.url, "--operator", "0", "--partition", "0", "--version", "3", "--id", w.results[3].checkpoint_id or ""
+    )
     assert code == 0 and err == ""
     lines = out.splitlines()
     assert w.results[3].checkpoint_id in lines[0] and local_storage.url in lines[0]

@@ -9,7 +9,6 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from native_fixtures import native  # noqa: F401  (session fixture)
 from statebed_store import lz4block
 from statebed_store.changelog import (
     DELETE,
@@ -28,7 +27,9 @@ from statebed_store.storage.base import Storage
 
 FILE = "/ckpt/state/0/0/4_abc.changelog"
 LINEAGE = (CheckpointRef(1, "id-1"), CheckpointRef(2, "id-2"), CheckpointRef(3, "id-3"))
-LINEAGE_JSON = b'[{"version":1,"checkpointUniqueId":"id-1"},{"version":2,"checkpointUniqueId":"id-2"},{"version":3,"checkpointUniqueId":"id-3"}]'
+LINEAGE_JSON = (
+    b'[{"version":1,"checkpointUniqueId":"id-1"},{"version":2,"checkpointUniqueId":"id-2"},{"version":3,"checkpointUniqueId":"id-3"}]'
+)
 
 
 def pa_bin(values: list[bytes]) -> pa.Array:

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from native_fixtures import native  # noqa: F401  (session fixture)
 from statebed_store.checksum import check_sidecar, crc32c, make_sidecar
 from statebed_store.errors import CorruptFileError
 

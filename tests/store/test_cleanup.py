@@ -66,7 +66,9 @@ class Run:
         self.spec.close()
 
 
-def test_keeps_retained_versions_and_deletes_the_rest(storage: Storage, options: StoreOptions, uploader: SnapshotUploader, tmp_path: Path) -> None:
+def test_keeps_retained_versions_and_deletes_the_rest(
+    storage: Storage, options: StoreOptions, uploader: SnapshotUploader, tmp_path: Path
+) -> None:
     run = Run(storage, options, uploader, tmp_path)
     rng = random.Random(1)
     for i in range(30):
@@ -94,7 +96,9 @@ def test_keeps_retained_versions_and_deletes_the_rest(storage: Storage, options:
     run.close()
 
 
-def test_nothing_is_deleted_when_a_retained_version_is_unloadable(storage: Storage, options: StoreOptions, uploader: SnapshotUploader, tmp_path: Path) -> None:
+def test_nothing_is_deleted_when_a_retained_version_is_unloadable(
+    storage: Storage, options: StoreOptions, uploader: SnapshotUploader, tmp_path: Path
+) -> None:
     run = Run(storage, options, uploader, tmp_path, interval=100)
     rng = random.Random(2)
     for _ in range(12):
@@ -108,7 +112,9 @@ def test_nothing_is_deleted_when_a_retained_version_is_unloadable(storage: Stora
     run.close()
 
 
-def test_young_unreferenced_ssts_are_kept(local_storage: Storage, options: StoreOptions, uploader: SnapshotUploader, tmp_path: Path) -> None:
+def test_young_unreferenced_ssts_are_kept(
+    local_storage: Storage, options: StoreOptions, uploader: SnapshotUploader, tmp_path: Path
+) -> None:
     run = Run(local_storage, options, uploader, tmp_path, interval=3)
     rng = random.Random(3)
     for _ in range(12):
@@ -181,7 +187,7 @@ def test_cleanup_under_concurrent_commits(storage: Storage, options: StoreOption
             try:
                 cleanup_store(storage, STORE, retained, cache=cache, sst_orphan_grace_s=3.0)
                 cleanups += 1
-            except BaseException as e:  # noqa: BLE001 - surfaced below
+            except BaseException as e:
                 errors.append(e)
                 return
 
@@ -211,7 +217,9 @@ def test_cleanup_under_concurrent_commits(storage: Storage, options: StoreOption
     run.close()
 
 
-def test_snapshot_with_missing_sst_is_not_relied_on(storage: Storage, options: StoreOptions, uploader: SnapshotUploader, tmp_path: Path) -> None:
+def test_snapshot_with_missing_sst_is_not_relied_on(
+    storage: Storage, options: StoreOptions, uploader: SnapshotUploader, tmp_path: Path
+) -> None:
     """A zip whose SST vanished (an upload that lost a race with cleanup) must not let cleanup
     delete the changelogs a load would fall back to."""
     run = Run(storage, options, uploader, tmp_path, interval=5)

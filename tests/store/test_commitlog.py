@@ -6,7 +6,6 @@ from pathlib import Path
 
 import pytest
 
-from native_fixtures import native  # noqa: F401  (session fixture)
 from statebed_store import CommitConflictError, CommitLog, StatebedError, Storage, committed_id
 from statebed_store.commitlog import parse_commit, render_commit
 from statebed_store.errors import CorruptFileError, UnknownFormatError
@@ -63,7 +62,12 @@ def test_spark_commit_logs(native: dict[str, Path], spark: str, query: str, oper
         for op, parts in rec.state_ids.items():
             for p, ids in enumerate(parts):
                 for i, cid in enumerate(ids):
-                    sub = "" if stores == 1 else ("left-keyToNumValues", "left-keyWithIndexToValue", "right-keyToNumValues", "right-keyWithIndexToValue")[i] + "/"
+                    sub = (
+                        ""
+                        if stores == 1
+                        else ("left-keyToNumValues", "left-keyWithIndexToValue", "right-keyToNumValues", "right-keyWithIndexToValue")[i]
+                        + "/"
+                    )
                     assert (commits.parent / f"state/{op}/{p}/{sub}{rec.version}_{cid}.changelog").is_file()
 
 

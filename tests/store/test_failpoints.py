@@ -64,9 +64,8 @@ def test_delay_sleeps_then_continues() -> None:
 
 
 def test_error_message_names_the_point() -> None:
-    with failpoints.armed("commitlog.write.before", "error(boom)"):
-        with pytest.raises(InjectedFault, match="commitlog.write.before.*boom"):
-            failpoints.hit("commitlog.write.before")
+    with failpoints.armed("commitlog.write.before", "error(boom)"), pytest.raises(InjectedFault, match="commitlog.write.before.*boom"):
+        failpoints.hit("commitlog.write.before")
     assert failpoints.hit("commitlog.write.before") is False
 
 
@@ -109,9 +108,8 @@ def test_store_failpoints_hit_their_operations(storage: Storage, options: StoreO
     p = StateStoreProvider(storage, store, options, uploader=uploader)
     r1 = commit(p, CheckpointRef(0), {b"a": b"1"})
     # An error after the changelog is durable fails the commit; nothing committed is lost.
-    with failpoints.armed("changelog.upload.after", "1*error"):
-        with pytest.raises(InjectedFault):
-            commit(p, CheckpointRef(1, r1.checkpoint_id), {b"a": b"2"})
+    with failpoints.armed("changelog.upload.after", "1*error"), pytest.raises(InjectedFault):
+        commit(p, CheckpointRef(1, r1.checkpoint_id), {b"a": b"2"})
     assert len([r for r in StoreFiles(storage, store).refs(CHANGELOG) if r.version == 2]) == 1
     assert state_at(p, CheckpointRef(1, r1.checkpoint_id)) == {b"a": b"1"}
     # `drop` before the upload skips the write: the commit "succeeds" without a file (a lost write).

@@ -276,7 +276,9 @@ def test_corrupt_zip_falls_back_to_changelogs(with_snapshot: Written, options: S
     [b"v2\n{}", b'v1\n{"sstFiles":[],"lineage":[{"version":1,"checkpointUniqueId":"a"},{"version":3,"checkpointUniqueId":"b"}]}'],
     ids=["unknown-metadata-format", "bad-lineage"],
 )
-def test_zip_with_unreadable_metadata_falls_back_to_changelogs(with_snapshot: Written, options: StoreOptions, tmp_path: Path, metadata: bytes) -> None:
+def test_zip_with_unreadable_metadata_falls_back_to_changelogs(
+    with_snapshot: Written, options: StoreOptions, tmp_path: Path, metadata: bytes
+) -> None:
     import io
     import zipfile
 

@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 import xxhash
 
-from native_fixtures import native  # noqa: F401  (session fixture)
 from statebed_store import lz4block
 from statebed_store.errors import CorruptFileError
 
@@ -162,7 +161,7 @@ def test_bad_method_and_lengths_are_rejected() -> None:
         lz4block.decompress(too_big, file=FILE)
     bad_end = HEADER.pack(b"LZ4Block", 0x15, 0, 0, 99)
     with pytest.raises(CorruptFileError, match="bad LZ4Block end marker"):
-        lz4block.decompress(good[:-HEADER.size] + bad_end, file=FILE)
+        lz4block.decompress(good[: -HEADER.size] + bad_end, file=FILE)
 
 
 def spark_changelogs(root: Path) -> list[Path]:

@@ -57,7 +57,9 @@ def machine(make_storage: Callable[[], Storage]) -> type[RuleBasedStateMachine]:
         def executor(self, i: int) -> StateStoreProvider:
             p = self.execs[i]
             if p is None:
-                p = StateStoreProvider(self.storage, STORE, self.opts.with_(local_dir=self.tmp / f"exec{i}"), uploader=self.uploader, cache=self.cache)
+                p = StateStoreProvider(
+                    self.storage, STORE, self.opts.with_(local_dir=self.tmp / f"exec{i}"), uploader=self.uploader, cache=self.cache
+                )
                 self.execs[i] = p
             return p
 
@@ -66,7 +68,11 @@ def machine(make_storage: Callable[[], Storage]) -> type[RuleBasedStateMachine]:
             failpoints.disarm()
 
         @rule(
-            attempts=st.lists(st.tuples(st.integers(0, EXECUTORS - 1), st.lists(op, min_size=1, max_size=4), st.sampled_from([None, True, False])), min_size=1, max_size=3),
+            attempts=st.lists(
+                st.tuples(st.integers(0, EXECUTORS - 1), st.lists(op, min_size=1, max_size=4), st.sampled_from([None, True, False])),
+                min_size=1,
+                max_size=3,
+            ),
             winner=st.integers(0, 2),
         )
         def batch(self, attempts: list, winner: int) -> None:
@@ -133,7 +139,9 @@ def machine(make_storage: Callable[[], Storage]) -> type[RuleBasedStateMachine]:
             ref, expected = self.committed[-1]
             if ref.version == 0 or ref.version % 4:
                 return
-            p = StateStoreProvider(self.storage, STORE, self.opts.with_(local_dir=self.tmp / f"fresh{uuid.uuid4().hex[:6]}"), uploader=self.uploader)
+            p = StateStoreProvider(
+                self.storage, STORE, self.opts.with_(local_dir=self.tmp / f"fresh{uuid.uuid4().hex[:6]}"), uploader=self.uploader
+            )
             try:
                 txn = p.load(ref.version, ref.id)
                 try:

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from native_fixtures import native  # noqa: F401  (session fixture)
 from statebed_store.errors import CorruptFileError, LineageError, UnknownFormatError
 from statebed_store.lineage import CheckpointRef
 from statebed_store.snapshot import ImmutableFile, SnapshotMetadata, build_zip, parse_metadata, read_zip
@@ -100,7 +99,7 @@ def zip_of(members: dict[str, bytes]) -> bytes:
 def corrupt(data: bytes, match: str, error: type[Exception] = CorruptFileError) -> None:
     with pytest.raises(error, match=match) as e:
         read_zip(data, file=FILE)
-    assert getattr(e.value, "file") == FILE and FILE in str(e.value)
+    assert e.value.file == FILE and FILE in str(e.value)
 
 
 def test_damaged_zips_name_the_file() -> None:

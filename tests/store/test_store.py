@@ -74,7 +74,9 @@ def test_reads_see_own_writes_and_arrow_input(provider: StateStoreProvider) -> N
     assert state_at(provider, ref_of(r)) == {b"y": b"2"}
 
 
-def test_open_instance_is_reused_only_for_the_same_version_and_id(storage: Storage, options: StoreOptions, uploader: SnapshotUploader) -> None:
+def test_open_instance_is_reused_only_for_the_same_version_and_id(
+    storage: Storage, options: StoreOptions, uploader: SnapshotUploader
+) -> None:
     counting = CountingStorage(storage)
     p = StateStoreProvider(counting, STORE, options, uploader=uploader)
     r1 = commit(p, CheckpointRef(0), {b"k": b"1"})
@@ -107,10 +109,9 @@ def test_abort_discards_and_invalidates(provider: StateStoreProvider) -> None:
 
 def test_exception_in_with_block_aborts(provider: StateStoreProvider) -> None:
     r1 = commit(provider, CheckpointRef(0), {b"k": b"1"})
-    with pytest.raises(RuntimeError):
-        with provider.load(1, r1.checkpoint_id) as txn:
-            txn.put(b"k", b"dirty")
-            raise RuntimeError("task failed")
+    with pytest.raises(RuntimeError), provider.load(1, r1.checkpoint_id) as txn:
+        txn.put(b"k", b"dirty")
+        raise RuntimeError("task failed")
     assert state_at(provider, ref_of(r1)) == {b"k": b"1"}
 
 
@@ -164,7 +165,9 @@ def test_snapshot_upload_never_blocks_commit(provider: StateStoreProvider, uploa
     assert StoreFiles(provider.storage, STORE).has_snapshot(ref_of(r))
 
 
-def test_failed_snapshot_uploads_are_skipped_not_fatal(provider: StateStoreProvider, uploader: SnapshotUploader, tmp_path: Path, options: StoreOptions) -> None:
+def test_failed_snapshot_uploads_are_skipped_not_fatal(
+    provider: StateStoreProvider, uploader: SnapshotUploader, tmp_path: Path, options: StoreOptions
+) -> None:
     with failpoints.armed("snapshot.upload.before", "error(disk on fire)"):
         ref, state = run_versions(provider, 4)
         r = commit(provider, ref, {b"x": b"1"}, snapshot=True)
@@ -190,7 +193,9 @@ def test_lineage_restarts_at_each_presumed_snapshot(storage: Storage, options: S
     p.close()
 
 
-def test_v1_mode_overwrites_and_loads_by_version(storage: Storage, options: StoreOptions, uploader: SnapshotUploader, tmp_path: Path) -> None:
+def test_v1_mode_overwrites_and_loads_by_version(
+    storage: Storage, options: StoreOptions, uploader: SnapshotUploader, tmp_path: Path
+) -> None:
     opts = options.with_(format="v1", snapshot_interval=2)
     p = StateStoreProvider(storage, STORE, opts, uploader=uploader)
     r1 = commit(p, CheckpointRef(0), {b"k": b"attempt-1"})

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import json
 import struct
 import sys
 import tempfile
@@ -144,11 +145,9 @@ def run(args: argparse.Namespace) -> int:
         "mismatches": mismatches,
     }
     if args.json:
-        import json
-
         print(json.dumps(summary, indent=2))
     else:
-        for k, v in summary.items():
-            print(f"{k:>24}: {v}")
+        for name, value in summary.items():
+            print(f"{name:>24}: {value}")
         print(f"\nInspect it: statebed ls {storage.url}")
     return EXIT_OK if not mismatches else EXIT_NEGATIVE

@@ -15,12 +15,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p = sub.add_parser(
         "dump",
         help="print one store's state as JSON lines",
-        description="One JSON object per key, in key order: {\"key\": text} when the bytes are printable UTF-8, "
-        "else {\"key_b64\": base64}; likewise value/value_b64. Defaults to the latest committed version.",
+        description='One JSON object per key, in key order: {"key": text} when the bytes are printable UTF-8, '
+        'else {"key_b64": base64}; likewise value/value_b64. Defaults to the latest committed version.',
     )
     add_checkpoint_args(p)
     add_store_args(p)
-    add_target_args(p, required=False, version_help="state version (default: latest committed)", id_help="checkpoint unique id (with --version)")
+    add_target_args(
+        p, required=False, version_help="state version (default: latest committed)", id_help="checkpoint unique id (with --version)"
+    )
     p.add_argument("--json", action="store_true", help="accepted for uniformity: the output is always JSON lines")
     p.set_defaults(run=run)
 

@@ -7,7 +7,16 @@ import argparse
 from statebed_store import CheckpointRef, StoreFiles, check_plan, plan_load
 from statebed_store.inspection import plan_json
 
-from ..common import EXIT_OK, add_checkpoint_args, add_store_args, add_target_args, checked_target, emit_json, open_checkpoint, store_from_args
+from ..common import (
+    EXIT_OK,
+    add_checkpoint_args,
+    add_store_args,
+    add_target_args,
+    checked_target,
+    emit_json,
+    open_checkpoint,
+    store_from_args,
+)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

@@ -11,13 +11,13 @@ from .local import LocalStorage
 from .s3 import S3Storage, parse_s3_url
 
 __all__ = [
+    "CountingStorage",
     "FileInfo",
-    "Storage",
     "LocalStorage",
     "S3Storage",
-    "CountingStorage",
-    "open_storage",
+    "Storage",
     "clean_path",
+    "open_storage",
     "parse_s3_url",
 ]
 

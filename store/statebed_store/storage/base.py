@@ -7,6 +7,7 @@ sees half a changelog), and that `create_only` writes never replace an existing 
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
@@ -41,7 +42,7 @@ class Storage(Protocol):
     def list(self, directory: str) -> list[FileInfo]:
         """Visible files directly in `directory` (not recursive); [] if it does not exist."""
 
-    def list_dirs(self, directory: str) -> list[str]:
+    def list_dirs(self, directory: str) -> builtins.list[str]:
         """Names of the subdirectories of `directory`."""
 
     def delete(self, paths: Sequence[str]) -> None:

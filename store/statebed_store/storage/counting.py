@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 from collections import Counter
 from collections.abc import Sequence
 
@@ -44,7 +45,7 @@ class CountingStorage:
         self.counts["list"] += 1
         return self.inner.list(directory)
 
-    def list_dirs(self, directory: str) -> list[str]:
+    def list_dirs(self, directory: str) -> builtins.list[str]:
         self.counts["list"] += 1
         return self.inner.list_dirs(directory)
 

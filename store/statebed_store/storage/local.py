@@ -8,6 +8,7 @@ are never listed.
 
 from __future__ import annotations
 
+import builtins
 import errno
 import os
 import uuid
@@ -93,7 +94,7 @@ class LocalStorage:
     def exists(self, path: str) -> bool:
         return self._p(path).is_file()
 
-    def _scan(self, directory: str) -> list[os.DirEntry[str]]:
+    def _scan(self, directory: str) -> builtins.list[os.DirEntry[str]]:
         d = self._p(directory)
         try:
             with os.scandir(d) as it:
@@ -114,7 +115,7 @@ class LocalStorage:
                 continue  # deleted while listing
         return out
 
-    def list_dirs(self, directory: str) -> list[str]:
+    def list_dirs(self, directory: str) -> builtins.list[str]:
         return [e.name for e in self._scan(directory) if e.is_dir()]
 
     def delete(self, paths: Sequence[str]) -> None:

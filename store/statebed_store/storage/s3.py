@@ -12,6 +12,7 @@ that ignores the header gets a loud warning and a (racy) exists-check fallback.
 
 from __future__ import annotations
 
+import builtins
 import logging
 import threading
 import uuid
@@ -53,9 +54,7 @@ class S3Storage:
         http = urllib3.PoolManager(
             timeout=urllib3.Timeout(connect=5, read=60),
             maxsize=16,
-            retries=urllib3.Retry(
-                total=3, backoff_factor=0.2, status_forcelist=[500, 502, 503, 504], allowed_methods=None
-            ),
+            retries=urllib3.Retry(total=3, backoff_factor=0.2, status_forcelist=[500, 502, 503, 504], allowed_methods=None),
         )
         self.client = Minio(
             settings.host_port,
@@ -120,13 +119,13 @@ class S3Storage:
                 resp.close()
                 resp.release_conn()
 
-        return self._call("read", shown, get)
+        return bytes(self._call("read", shown, get))
 
     def _put(self, key: str, data: bytes, conditional: bool) -> None:
-        headers = {"Content-Type": "application/octet-stream"}
+        headers: dict[str, str | list[str] | tuple[str]] = {"Content-Type": "application/octet-stream"}
         if conditional:
             headers["If-None-Match"] = "*"
-        self.client._put_object(self.bucket, key, data, headers=headers)  # noqa: SLF001 (see module doc)
+        self.client._put_object(self.bucket, key, data, headers=headers)
 
     def _supports_conditional(self) -> bool:
         with self._probe_lock:
@@ -180,7 +179,7 @@ class S3Storage:
     def exists(self, path: str) -> bool:
         return bool(self._call("stat", self.display(path), self._exists, self._key(path)))
 
-    def _list(self, directory: str) -> list[Any]:
+    def _list(self, directory: str) -> builtins.list[Any]:
         key = self._key(directory)
         prefix = f"{key}/" if key else ""
         return list(self.client.list_objects(self.bucket, prefix=prefix, recursive=False))
@@ -196,7 +195,7 @@ class S3Storage:
             out.append(FileInfo(name, int(o.size or 0), o.last_modified.timestamp() if o.last_modified else 0.0))
         return out
 
-    def list_dirs(self, directory: str) -> list[str]:
+    def list_dirs(self, directory: str) -> builtins.list[str]:
         objs = self._call("list", self.display(directory), self._list, directory)
         names = [o.object_name.rstrip("/").rsplit("/", 1)[-1] for o in objs if o.is_dir]
         return [n for n in names if not n.startswith(".")]  # hidden, as in `list` and LocalStorage
@@ -207,9 +206,7 @@ class S3Storage:
 
         def remove() -> None:
             for i in range(0, len(paths), 1000):
-                errors = list(
-                    self.client.remove_objects(self.bucket, [DeleteObject(self._key(p)) for p in paths[i : i + 1000]])
-                )
+                errors = list(self.client.remove_objects(self.bucket, [DeleteObject(self._key(p)) for p in paths[i : i + 1000]]))
                 bad = [e for e in errors if e.code not in ("NoSuchKey",)]
                 if bad:
                     raise StorageError(f"{self.url}: delete failed for {bad[0].name}: {bad[0].code} {bad[0].message}")

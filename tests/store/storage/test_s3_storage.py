@@ -10,10 +10,10 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from minio.error import S3Error
-
 from conftest import s3_settings, s3_storage
+from minio.error import S3Error
 from s3server import S3Server
+
 from statebed_store import (
     AlreadyExistsError,
     MissingFileError,
@@ -110,7 +110,7 @@ def test_unreachable_endpoint_fails_fast_naming_it() -> None:
         t0 = time.monotonic()
         try:
             call()
-        except BaseException as e:  # noqa: BLE001 (checked below)
+        except BaseException as e:
             return time.monotonic() - t0, e
         return time.monotonic() - t0, None
 
