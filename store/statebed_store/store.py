@@ -156,7 +156,7 @@ class StateStoreProvider:
             private = base.parent / f"{self.store.store_name}.{os.getpid()}.{uuid.uuid4().hex[:8]}"
             private.mkdir(parents=True)
             return private, None, True
-        shutil.rmtree(base / "pending", ignore_errors=True)  # left by a dead process
+        _remove_dead_pending(base / "pending")
         return base, f, False
 
     @property
@@ -377,7 +377,7 @@ class StateStoreProvider:
     def _pending(self, txn: StateStore, ref: CheckpointRef, lineage: tuple[CheckpointRef, ...] | None) -> PendingSnapshot:
         inst = self._instance
         assert inst is not None
-        ckpt = self._dir / "pending" / f"{ref.version}_{ref.id or 'v1'}_{uuid.uuid4().hex[:8]}"
+        ckpt = self._dir / "pending" / f"{os.getpid()}_{ref.version}_{ref.id or 'v1'}_{uuid.uuid4().hex[:8]}"
         inst.engine.checkpoint(ckpt)
         return PendingSnapshot(
             storage=self.storage,
@@ -519,6 +519,25 @@ class StateStore:
     def __exit__(self, exc_type: object, *exc: object) -> None:
         if not self._done:
             self.abort()
+
+
+def _remove_dead_pending(pending: Path) -> None:
+    """Drop local checkpoints queued by processes that no longer run (named `<pid>_...`)."""
+    if not pending.is_dir():
+        return
+    for entry in pending.iterdir():
+        pid = entry.name.split("_", 1)[0]
+        if pid.isdigit() and int(pid) != os.getpid():
+            try:
+                os.kill(int(pid), 0)
+                continue  # still alive: its uploader may be using it
+            except ProcessLookupError:
+                pass
+            except PermissionError:
+                continue
+        elif pid.isdigit():
+            continue  # ours: the process-wide uploader may still hold it
+        shutil.rmtree(entry, ignore_errors=True)
 
 
 def _binary(values: Keys, what: str) -> pa.Array:

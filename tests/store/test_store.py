@@ -308,3 +308,16 @@ def test_batched_calls_sort_internally_but_keep_caller_order(provider: StateStor
     state = state_at(provider, ref_of(r))
     assert len(state) == 200 and state[keys[0]] == b"last-wins" and keys[-1] not in state
     assert list(state) == sorted(state)
+
+
+def test_queued_snapshot_survives_a_provider_restart_in_the_same_process(
+    storage: Storage, options: StoreOptions, uploader: SnapshotUploader
+) -> None:
+    p = StateStoreProvider(storage, STORE, options, uploader=uploader)
+    with failpoints.armed("snapshot.upload.before", "delay(800)"):
+        r = commit(p, CheckpointRef(0), {b"k": b"1"}, snapshot=True)
+        p.close()
+        again = StateStoreProvider(storage, STORE, options, uploader=uploader)  # claims the same local dir
+        assert uploader.drain(30)
+    assert uploader.failed == 0 and StoreFiles(storage, STORE).has_snapshot(ref_of(r))
+    again.close()
