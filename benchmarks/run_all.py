@@ -27,7 +27,7 @@ sys.path.insert(0, str(HERE))
 
 import benchlib  # noqa: E402
 
-BENCHMARKS = ("put_commit", "commit_latency", "recovery", "cleanup_requests")
+BENCHMARKS = ("put_commit", "commit_latency", "recovery", "cleanup_requests", "verify_lineage")
 PROFILED = ("put_commit", "recovery")
 
 

@@ -9,10 +9,10 @@ from collections.abc import Sequence
 from statebed_store.errors import StatebedError
 from statebed_store.log import setup_logging
 
-from .commands import demo, dump, ls, plan
+from .commands import demo, dump, ls, plan, verify
 from .common import EXIT_UNUSABLE
 
-COMMANDS = (demo, plan, ls, dump)
+COMMANDS = (demo, plan, ls, dump, verify)
 
 
 def build_parser() -> argparse.ArgumentParser:

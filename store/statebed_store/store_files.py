@@ -14,7 +14,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TypeVar
 
-from .changelog import ChangelogHeader, read_changelog_header
+from . import lz4block
+from .changelog import ChangelogHeader, parse_changelog_header, read_changelog_header
 from .checksum import check_sidecar
 from .errors import LineageError, MissingFileError
 from .lineage import CheckpointRef, Lineage
@@ -76,6 +77,7 @@ class StoreFiles:
         self.files: dict[StateFileName, FileInfo] = {}
         self.sidecars: dict[str, FileInfo] = {}
         self.other: list[FileInfo] = []
+        self._ssts: dict[str, FileInfo] | None = None
         for info in infos:
             parsed = parse_state_file(info.name)
             if parsed is not None:
@@ -139,6 +141,20 @@ class StoreFiles:
         path = self.path(ref, CHANGELOG)
         return self._cached(ref, CHANGELOG, lambda _: read_changelog_header(self.storage, path, version=ref.version))
 
+    def verified_changelog_header(self, ref: CheckpointRef) -> ChangelogHeader:
+        """The header, after checking the whole file: its CRC32C sidecar, else every LZ4 block.
+
+        For verifiers: a flipped byte anywhere in the file is reported, not only in the header.
+        """
+
+        def read(shown: str) -> ChangelogHeader:
+            data = self.read_verified(ref, CHANGELOG)
+            checked_by_sidecar = self.verify_checksums and self.has_sidecar(ref, CHANGELOG)
+            payload, _ = lz4block.decompress(data if not checked_by_sidecar else data[: 256 * 1024], file=shown, partial=checked_by_sidecar)
+            return parse_changelog_header(payload, file=shown, version=ref.version)
+
+        return self._cached(ref, CHANGELOG, read)
+
     def snapshot_metadata(self, ref: CheckpointRef) -> SnapshotMetadata:
         return self._cached(ref, SNAPSHOT, lambda shown: read_zip(self.read_verified(ref, SNAPSHOT), file=shown, version=ref.version)[0])
 
@@ -153,4 +169,7 @@ class StoreFiles:
         return header.lineage
 
     def sst_listing(self) -> dict[str, FileInfo]:
-        return {i.name: i for i in self.storage.list(f"{self.store.dir}/{SST_DIR}")}
+        """`SSTs/` of this store, listed once per StoreFiles (like the directory itself)."""
+        if self._ssts is None:
+            self._ssts = {i.name: i for i in self.storage.list(f"{self.store.dir}/{SST_DIR}")}
+        return self._ssts

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 BENCH_DIR = Path(__file__).resolve().parents[2] / "benchmarks"
-NAMES = ("put_commit", "commit_latency", "recovery", "cleanup_requests")
+NAMES = ("put_commit", "commit_latency", "recovery", "cleanup_requests", "verify_lineage")
 
 
 def load(name: str) -> ModuleType:
@@ -111,3 +111,10 @@ def test_summary_table_renders() -> None:
     ]
     text = benchlib.summary_table(results)
     assert "a/b" in text and "OK" in text and "FAILED" in text
+
+
+def test_verify_lineage(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    res = run("verify_lineage", tmp_path, capsys)
+    m = res["metrics"]
+    assert m["valid"] is True and m["versions_checked"] == res["params"]["versions"]
+    assert m["orphans"] > 0 and m["files"] > 3 * res["params"]["versions"]

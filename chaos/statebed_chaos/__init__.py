@@ -1,0 +1,1 @@
+"""statebed_chaos: verifiers now; fault controllers, experiments and reports next."""
