@@ -1,6 +1,6 @@
 # The two set-up commands of the README (`make run`, `make test`) and a few helpers.
 # Each target creates .venv and installs statebed into it first (again only when
-# pyproject.toml changed), so a fresh clone needs nothing but python3 (3.11+) and make.
+# pyproject.toml changed), so a fresh clone needs python3 (3.11+), make and Java 17.
 
 PYTHON ?= python3
 VENV   := .venv
@@ -15,8 +15,8 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[test]'
 	touch $(STAMP)
 
-run: $(STAMP)  ## the main job on the embedded default (local checkpoint dir under runs/)
-	$(BIN)/statebed demo --checkpoint runs/demo/checkpoint
+run: $(STAMP)  ## the main job on the embedded default: local Spark, local checkpoint under runs/, then both verifiers
+	$(BIN)/statebed run
 
 test: check  ## lint, type-check, then the whole test suite (starts its own S3 server)
 	$(BIN)/pytest -q

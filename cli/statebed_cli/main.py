@@ -9,10 +9,10 @@ from collections.abc import Sequence
 from statebed_store.errors import StatebedError
 from statebed_store.log import setup_logging
 
-from .commands import demo, dump, ls, plan, verify
+from .commands import cluster, demo, dump, ls, plan, run, verify
 from .common import EXIT_UNUSABLE
 
-COMMANDS = (demo, plan, ls, dump, verify)
+COMMANDS = (run, verify, cluster, plan, ls, dump, demo)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -39,6 +39,8 @@ KNOWN_POINTS: dict[str, str] = {
     "snapshot.upload.before": "before a queued snapshot is uploaded (drop: skip this snapshot)",
     "snapshot.upload.after": "after a snapshot zip is uploaded (drop: no effect)",
     "commitlog.write.before": "before commits/<batchId> is written (drop: skip the write)",
+    "driver.sink.before": "job driver: after the commit log, before the sink output (drop: skip the sink write)",
+    "driver.batch.end": "job driver: after the sink output, before Spark records the batch (drop: no effect)",
 }
 _ALIASES = {"snapshot.upload": "snapshot.upload.before", "changelog.upload": "changelog.upload.before"}
 

@@ -7,11 +7,13 @@ e.g. a V1 checkpoint has no ids to check, or the checker itself crashed).
 from __future__ import annotations
 
 import argparse
+import os
 import traceback
 from typing import Any
 
 from statebed_chaos.verify import EXIT_CODES, verify_lineage
 
+from statebed_store import S3Settings
 from statebed_store.errors import StatebedError
 
 from ..common import add_checkpoint_args, emit_json, open_checkpoint
@@ -31,6 +33,19 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     lin.add_argument("--all-versions", action="store_true", help="check a load plan for every retained version, not only the latest")
     lin.add_argument("--json", action="store_true", help="machine-readable output")
     lin.set_defaults(run=run_lineage)
+    st = checks.add_parser(
+        "state",
+        help="is the final committed state what the committed inputs must produce?",
+        description="Load a run's final committed state and judge it: an oracle for deterministic workloads (count), "
+        "invariants for random ones (bucket-collect, sample3); also checks the run's inputs and outputs (sink).",
+    )
+    st.add_argument("run_dir", metavar="RUN_DIR", help="a run directory written by `statebed run`")
+    s3 = st.add_argument_group("S3 (when the run's checkpoint is s3://)")
+    s3.add_argument("--s3-endpoint")
+    s3.add_argument("--s3-access-key")
+    s3.add_argument("--s3-secret-key")
+    st.add_argument("--json", action="store_true", help="machine-readable output")
+    st.set_defaults(run=run_state)
 
 
 def _crashed(e: Exception) -> dict[str, Any]:
@@ -73,3 +88,40 @@ def run_lineage(args: argparse.Namespace) -> int:
             for f in a.files[:3]:
                 print(f"  {'':<36} {f}")
     return EXIT_CODES[report.valid]
+
+
+def run_state(args: argparse.Namespace) -> int:
+    from statebed_chaos.verify.state import verify_state
+
+    s3 = _s3(args)
+    try:
+        report = verify_state(args.run_dir, s3)
+    except StatebedError:
+        raise
+    except Exception as e:  # a bug in the checker must not pass for a verdict
+        doc = _crashed(e)
+        if args.json:
+            emit_json(doc)
+        else:
+            print(f"statebed verify state {args.run_dir}: UNKNOWN ({doc['error']})")
+        return EXIT_CODES["unknown"]
+    if args.json:
+        emit_json(report.to_json())
+        return EXIT_CODES[report.valid]
+    verdict = {True: "VALID", False: "INVALID", "unknown": "UNKNOWN"}[report.valid]
+    c = report.checked
+    print(
+        f"{args.run_dir}: {verdict} — workload {report.workload} ({report.mode}); {c['batches']} committed batch(es), "
+        f"{c['records']} record(s), {c['partitions']} partition(s), {c['state_entries']} state entries; {len(report.anomalies)} anomalies"
+    )
+    for note in report.notes:
+        print(f"  note: {note}")
+    for a in report.anomalies:
+        print(f"  {a['kind']:<24} {a['detail']}")
+    return EXIT_CODES[report.valid]
+
+
+def _s3(args: argparse.Namespace) -> S3Settings | None:
+    if args.s3_endpoint or os.environ.get("STATEBED_S3_ENDPOINT") or os.environ.get("AWS_ENDPOINT_URL"):
+        return S3Settings.from_env(args.s3_endpoint, args.s3_access_key, args.s3_secret_key)
+    return None

@@ -1,0 +1,151 @@
+"""State verifier: is the final committed state what the committed inputs must produce?
+
+Reads a run directory (see `statebed_job.rundir`): the workload and its parameters, the
+input records of every committed batch, the committed outputs (the sink), and the final
+committed state, loaded through statebed's store (or, in native mode, read from Spark's
+own RocksDB checkpoint and translated). Then the workload judges it: an exact oracle for
+deterministic workloads (`count`), invariants for random ones (`bucket-collect`: every
+committed record exactly once; `sample3`: at most 3 elements, only ones that arrived for
+the key). Around that, the run itself: every committed batch has its input and exactly
+one output, and no uncommitted batch has an output (no duplicate or phantom outputs).
+
+Verdict: false on any anomaly; "unknown" when a committed batch's input is missing (the
+oracle cannot be computed); true otherwise.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+from statebed_job.native_state import native_items
+from statebed_job.rundir import RunDir, RunInfo
+from statebed_job.workloads import get_workload
+
+from statebed_store import CheckpointRef, CommitLog, S3Settings, StoreId, open_storage
+from statebed_store.errors import CheckpointFileError, StatebedError, StorageError, UsageError
+from statebed_store.inspection import dump_state
+from statebed_store.storage.base import Storage
+
+from .result import Verdict, merge_verdicts
+
+__all__ = ["RUN_KINDS", "StateReport", "verify_state"]
+
+RUN_KINDS = ("missing-input", "missing-output", "uncommitted-output", "unloadable-state")
+OPERATOR = 0
+
+
+@dataclass
+class StateReport:
+    valid: Verdict
+    workload: str
+    mode: str
+    checked: dict[str, int]
+    anomalies: list[dict[str, Any]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "valid": self.valid,
+            "workload": self.workload,
+            "mode": self.mode,
+            "checked": self.checked,
+            "anomalies": self.anomalies,
+            "notes": self.notes,
+        }
+
+
+def _anomaly(
+    kind: str,
+    detail: str,
+    *,
+    keys: Iterable[Any] = (),
+    batches: Iterable[int] = (),
+    records: Iterable[int] = (),
+    partition: int | None = None,
+) -> dict[str, Any]:
+    return {"kind": kind, "partition": partition, "keys": list(keys), "batches": list(batches), "records": list(records), "detail": detail}
+
+
+def verify_state(run_dir: str | os.PathLike[str], s3: S3Settings | None = None) -> StateReport:
+    """Judge a run's final committed state. Raises UsageError if `run_dir` is no run directory."""
+    run = RunDir(run_dir)
+    info = run.read_info()
+    workload = get_workload(info.workload)
+    loc = run.checkpoint_location(info)
+    if not loc.startswith("s3://") and not os.path.isdir(loc):
+        raise UsageError(f"{loc}: the run's checkpoint does not exist")
+    storage = open_storage(loc, s3)
+    committed = CommitLog(storage).batch_ids()
+    anomalies: list[dict[str, Any]] = []
+    notes: list[str] = []
+    verdicts: list[Verdict] = []
+
+    inputs, missing_inputs = _tables(run.read_input, committed, workload_schema=None)
+    for b in missing_inputs:
+        anomalies.append(_anomaly("missing-input", f"batch {b} is committed but {run.input_path(b)} is missing or unreadable", batches=[b]))
+    if missing_inputs:
+        verdicts.append("unknown")
+        notes.append("inputs of committed batches are missing: the state cannot be judged against them")
+    outputs, missing_outputs = _tables(run.read_output, committed, workload_schema=workload.output_schema)
+    for b in missing_outputs:
+        anomalies.append(_anomaly("missing-output", f"batch {b} is committed but has no output {run.output_path(b)}", batches=[b]))
+    for b in sorted(set(run.batches("output")) - set(committed)):
+        anomalies.append(_anomaly("uncommitted-output", f"{run.output_path(b)} exists but batch {b} is not committed", batches=[b]))
+
+    items: list[tuple[bytes, bytes]] = []
+    for p in range(info.partitions):
+        try:
+            items.extend(_partition_state(storage, info, p, committed))
+        except StorageError:
+            raise
+        except StatebedError as e:
+            anomalies.append(_anomaly("unloadable-state", f"partition {p}: the committed state does not load: {e}", partition=p))
+    if not missing_inputs:
+        for f in workload.check(inputs, outputs, items):
+            anomalies.append(_anomaly(f.kind, f.detail, keys=f.keys, batches=f.batches, records=f.records))
+    if not committed:
+        notes.append("no batch is committed yet")
+    verdicts.append(not [a for a in anomalies if a["kind"] != "missing-input"])
+    return StateReport(
+        valid=merge_verdicts(verdicts),
+        workload=info.workload,
+        mode=info.mode,
+        checked={"batches": len(committed), "records": inputs.num_rows, "partitions": info.partitions, "state_entries": len(items)},
+        anomalies=anomalies,
+        notes=notes,
+    )
+
+
+def _tables(read: Any, batches: list[int], workload_schema: pa.Schema | None) -> tuple[pa.Table, list[int]]:
+    """Concatenate per-batch tables with a `batch` column; report the batches that could not be read."""
+    tables, missing = [], []
+    for b in batches:
+        try:
+            t = read(b)
+        except CheckpointFileError:
+            missing.append(b)
+            continue
+        tables.append(t.append_column("batch", pa.array([b] * t.num_rows, pa.int64())))
+    if tables:
+        return pa.concat_tables(tables, promote_options="permissive"), missing
+    from statebed_job.rundir import INPUT_SCHEMA
+
+    schema = workload_schema or INPUT_SCHEMA
+    return schema.append(pa.field("batch", pa.int64())).empty_table(), missing
+
+
+def _partition_state(storage: Storage, info: RunInfo, partition: int, committed: list[int]) -> list[tuple[bytes, bytes]]:
+    if not committed:
+        return []
+    rec = CommitLog(storage).read(committed[-1])
+    assert rec is not None
+    ref = CheckpointRef(rec.version, rec.id_for(OPERATOR, partition))
+    if info.mode in ("v2", "native") and ref.id is None:
+        raise UsageError(f"the commit log of batch {rec.batch_id} records no id for partition {partition}")
+    store = StoreId(OPERATOR, partition)
+    raw = list(dump_state(storage, store, ref))
+    return list(native_items(info.workload, raw)) if info.mode == "native" else raw

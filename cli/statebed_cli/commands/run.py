@@ -1,0 +1,113 @@
+"""`statebed run`: a streaming run on statebed's store (or Spark's own), then both verifiers.
+
+Exit codes: 0 the run finished and both verifiers say valid; 1 a verifier found
+anomalies; 2 unusable input (bad arguments, unreachable storage, a checkpoint holding
+another run) or a failed query; 3 a verifier could not decide (a V1 run's lineage).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from statebed_chaos.verify import EXIT_CODES, merge_verdicts
+from statebed_job.config import JobOptions
+from statebed_job.rundir import RunDir
+from statebed_job.runner import run_job
+from statebed_job.workloads import WORKLOADS
+
+from statebed_store import S3Settings
+from statebed_store.errors import UsageError
+
+from ..common import non_negative_int
+
+
+def positive_int(text: str) -> int:
+    value = non_negative_int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {value}")
+    return value
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    d = JobOptions()
+    p = sub.add_parser("run", help="run a streaming workload on a local or standalone Spark cluster, then verify it", description=__doc__)
+    p.add_argument("--workload", choices=sorted(WORKLOADS), help=f"default: {d.workload}")
+    p.add_argument("--batches", type=positive_int, help=f"micro-batches in total (default: {d.batches})")
+    p.add_argument("--partitions", type=positive_int, help=f"state partitions (default: {d.partitions})")
+    p.add_argument("--rows-per-batch", type=positive_int, help=f"records per batch (default: {d.rows_per_batch})")
+    p.add_argument("--keyspace", type=positive_int, help=f"distinct keys (default: {d.keyspace})")
+    p.add_argument(
+        "--checkpoint", default=None, help="statebed checkpoint: a directory or s3://bucket/prefix (default: <run-dir>/checkpoint)"
+    )
+    p.add_argument("--format", choices=("v1", "v2"), help="statebed checkpoint format (default: v2; v1 is the positive control)")
+    p.add_argument(
+        "--native", action="store_true", help="run the workload on Spark's own RocksDB store with checkpointFormatVersion=2 instead"
+    )
+    p.add_argument(
+        "--cluster", choices=("local", "standalone"), help=f"local[2], or a standalone cluster started for the run (default: {d.cluster})"
+    )
+    p.add_argument("--workers", type=positive_int, help=f"standalone workers, one per loopback address (default: {d.workers})")
+    p.add_argument("--master", default=None, help="use a running cluster (spark://...) instead of starting one")
+    p.add_argument("--snapshot-interval", type=positive_int, help=f"versions between snapshots (default: {d.snapshot_interval})")
+    p.add_argument(
+        "--slow-task",
+        default=None,
+        metavar="B:P:MS",
+        help="make attempt 0 of batch B, partition P sleep MS after its commit (provokes speculation)",
+    )
+    p.add_argument("--run-dir", default=None, help="where the run directory goes (default: runs/<time>-<workload>-<mode>)")
+    p.add_argument("--resume", action="store_true", help="continue the run in --run-dir (e.g. after the driver died)")
+    p.add_argument("--no-verify", action="store_true", help="skip the verifiers at the end")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    s3 = p.add_argument_group("S3 (for an s3:// checkpoint)")
+    s3.add_argument("--s3-endpoint")
+    s3.add_argument("--s3-access-key")
+    s3.add_argument("--s3-secret-key")
+    p.set_defaults(run=run)
+
+
+def _options(args: argparse.Namespace) -> JobOptions:
+    """Options from the arguments given; on --resume, the saved run's options overridden by them."""
+    given = {
+        "workload": args.workload,
+        "batches": args.batches,
+        "partitions": args.partitions,
+        "rows_per_batch": args.rows_per_batch,
+        "keyspace": args.keyspace,
+        "mode": "native" if args.native else args.format,
+        "cluster": args.cluster,
+        "workers": args.workers,
+        "checkpoint": args.checkpoint,
+        "snapshot_interval": args.snapshot_interval,
+        "slow_task": args.slow_task,
+    }
+    given = {k: v for k, v in given.items() if v is not None}
+    if args.resume:
+        if not args.run_dir:
+            raise UsageError("--resume needs --run-dir")
+        saved = RunDir(args.run_dir).read_info().params
+        return JobOptions(**{**saved, "slow_task": None, **given})
+    return JobOptions(**given)
+
+
+def run(args: argparse.Namespace) -> int:
+    opts = _options(args)
+    s3 = None
+    if opts.checkpoint.startswith("s3://"):
+        s3 = S3Settings.from_env(args.s3_endpoint, args.s3_access_key, args.s3_secret_key)
+    summary = run_job(args.run_dir, opts, resume=args.resume, master=args.master, s3=s3, verify=not args.no_verify, progress=not args.json)
+    doc = summary.to_json()
+    if args.json:
+        print(json.dumps(doc, indent=2))
+    else:
+        print(f"\nrun {summary.run_dir}: {summary.workload} on {summary.mode} ({summary.cluster})")
+        print(f"  committed batches {summary.batches}, records {summary.records:,}, wall {summary.seconds:.1f} s")
+        p50 = "-" if summary.batch_p50_s is None else f"{summary.batch_p50_s:.2f}"
+        p99 = "-" if summary.batch_p99_s is None else f"{summary.batch_p99_s:.2f}"
+        print(f"  throughput {summary.records_per_s:,.0f} records/s, batch latency p50 {p50} s, p99 {p99} s")
+        for name, v in summary.verdicts.items():
+            verdict = {True: "VALID", False: "INVALID", "unknown": "UNKNOWN"}[v["valid"]]
+            print(f"  verify {name:<8} {verdict} ({v['anomalies']} anomalies)")
+        print(f"  details: statebed verify lineage {summary.checkpoint}; statebed verify state {summary.run_dir}")
+    return EXIT_CODES[merge_verdicts(v["valid"] for v in summary.verdicts.values())]

@@ -1,0 +1,145 @@
+"""The streaming queries: statebed's store behind `foreachBatch`, or Spark's own (native).
+
+Both read the same source: Parquet files of `(id, key, value)` records in `<run>/source/`,
+one file per batch (`maxFilesPerTrigger=1`, `Trigger.AvailableNow`), so a run processes
+exactly the batches it generated and stops, and both modes see identical batches.
+
+statebed mode: `foreachBatch(df, b)` hands the batch to `BatchDriver`: the input is
+recorded, `df.repartition(P, key).mapInArrow(run_task)` runs one task per state partition,
+the driver checks base ids and commits. Spark's own checkpoint (`spark-checkpoint/`) only
+tracks the source; the state and its commit log live in statebed's checkpoint.
+
+native mode: the workload as a plain Spark stateful query on the RocksDB provider with
+checkpoint format V2; `foreachBatch` on its update-mode output is the sink, and the
+batch's input is read from the source file Spark's source log names.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from statebed_store.errors import StatebedError, UsageError
+
+from .config import JobOptions
+from .driver import BatchDriver, BatchOutcome
+from .records import records_for
+from .rundir import INPUT_SCHEMA, RunDir
+from .task import RESULT_DDL, TaskResult, TaskSpec, ipc_to_table, run_task
+from .workloads import get_workload
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.streaming.query import StreamingQuery
+
+__all__ = ["generate_source", "source_dir", "start_query"]
+
+OnBatch = Callable[[BatchOutcome], None]
+
+
+def source_dir(run: RunDir) -> Path:
+    return run.root / "source"
+
+
+def generate_source(run: RunDir, opts: JobOptions) -> int:
+    """Write the input file of every batch not written yet; mtimes increase with the batch."""
+    d = source_dir(run)
+    d.mkdir(parents=True, exist_ok=True)
+    made = 0
+    for b in range(opts.batches):
+        path = d / f"{b:06d}.parquet"
+        if path.exists():
+            continue
+        r = opts.rows_per_batch
+        tmp = d / f".{path.name}.tmp"
+        pq.write_table(records_for(b * r, (b + 1) * r, opts.keyspace), tmp)
+        os.replace(tmp, path)
+        os.utime(path, (1_000_000 + b, 1_000_000 + b))
+        made += 1
+    return made
+
+
+def _source(spark: SparkSession, run: RunDir) -> DataFrame:
+    return spark.readStream.schema("id long, key long, value long").option("maxFilesPerTrigger", 1).parquet(str(source_dir(run)))
+
+
+def start_query(spark: SparkSession, run: RunDir, opts: JobOptions, driver: BatchDriver | None, on_batch: OnBatch) -> StreamingQuery:
+    if opts.mode == "native":
+        df = _native_transform(_source(spark, run), opts)
+        handler = partial(_native_batch, run, opts, on_batch)
+        writer = df.writeStream.outputMode("update").foreachBatch(handler)
+    else:
+        assert driver is not None
+        writer = _source(spark, run).writeStream.foreachBatch(partial(_statebed_batch, driver, on_batch))
+    return (
+        writer.option("checkpointLocation", str(run.spark_checkpoint))
+        .queryName(f"statebed-{opts.workload}-{opts.mode}")
+        .trigger(availableNow=True)
+        .start()
+    )
+
+
+# -- statebed mode ------------------------------------------------------------------------------
+def _statebed_batch(driver: BatchDriver, on_batch: OnBatch, df: DataFrame, batch_id: int) -> None:
+    def execute(spec: TaskSpec) -> list[TaskResult]:
+        rows = df.repartition(spec.partitions, "key").mapInArrow(partial(run_task, spec), RESULT_DDL).toArrow()
+        return [
+            TaskResult(
+                r["partition"],
+                r["version"],
+                r["checkpoint_id"],
+                r["base_id"],
+                r["attempt"],
+                r["seconds"],
+                ipc_to_table(r["outputs"]),
+                json.loads(r["phases"]),
+            )
+            for r in rows.to_pylist()
+        ]
+
+    on_batch(driver.process(batch_id, lambda: df.toArrow().select(INPUT_SCHEMA.names).cast(INPUT_SCHEMA), execute))
+
+
+# -- native mode ----------------------------------------------------------------------------------
+def _native_transform(src: DataFrame, opts: JobOptions) -> DataFrame:
+    from pyspark.sql import functions as F
+
+    if opts.workload == "count":
+        return src.groupBy("key").agg(F.count(F.lit(1)).alias("count"), F.sum("value").alias("sum"))
+    raise UsageError(f"native mode runs the count workload only so far (asked: {opts.workload})")
+
+
+def batch_source_files(spark_checkpoint: Path, batch_id: int) -> list[str]:
+    """The files Spark's file source read in `batch_id`, from its source log.
+
+    Every 10th entry is a compaction (`<b>.compact`) holding all entries so far; each
+    entry names its batch, so both forms are read the same way.
+    """
+    base = spark_checkpoint / "sources" / "0"
+    log = next((p for p in (base / str(batch_id), base / f"{batch_id}.compact") if p.is_file()), None)
+    if log is None:
+        raise StatebedError(f"{base}: Spark's source log has no entry for batch {batch_id}")
+    entries = [json.loads(line) for line in log.read_text().splitlines()[1:] if line.strip()]
+    return [e["path"].removeprefix("file://") for e in entries if e.get("batchId") == batch_id]
+
+
+def _native_batch(run: RunDir, opts: JobOptions, on_batch: OnBatch, df: DataFrame, batch_id: int) -> None:
+    import time
+
+    t0 = time.perf_counter()
+    workload = get_workload(opts.workload)
+    out = df.toArrow()
+    table = pa.table({f.name: out[f.name].cast(f.type) for f in workload.output_schema}, schema=workload.output_schema)
+    inputs = pa.concat_tables([pq.read_table(p).cast(INPUT_SCHEMA) for p in batch_source_files(run.spark_checkpoint, batch_id)])
+    run.write_input(batch_id, inputs)
+    run.write_output(batch_id, table)
+    seconds = time.perf_counter() - t0
+    run.append_timing({"batch": batch_id, "status": "committed", "seconds": round(seconds, 4), "records": inputs.num_rows})
+    on_batch(BatchOutcome(batch_id, "committed", inputs.num_rows, seconds, output_rows=table.num_rows))

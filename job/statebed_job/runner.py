@@ -1,0 +1,235 @@
+"""One run end to end: validate, set up the run directory, cluster and session, stream the
+batches with progress, tear everything down, then run both verifiers and summarise.
+
+Everything that can be checked before any state is written is checked first (workload,
+storage reachable, checkpoint not holding another run's history), so bad input costs a
+clear error and nothing else.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import statistics
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from statebed_store import CommitLog, S3Settings, open_storage
+from statebed_store.errors import StatebedError, UsageError
+from statebed_store.log import get_logger, kv
+from statebed_store.storage.base import Storage
+
+from .cluster import StandaloneCluster
+from .config import JobOptions
+from .driver import BatchDriver, BatchOutcome
+from .query import generate_source, start_query
+from .rundir import RunDir, RunInfo
+from .workloads import get_workload
+
+__all__ = ["RunSummary", "default_run_dir", "run_job", "verify_run"]
+
+log = get_logger("runner")
+
+
+@dataclass
+class RunSummary:
+    run_dir: str
+    checkpoint: str
+    workload: str
+    mode: str
+    cluster: str
+    batches: int
+    records: int
+    seconds: float
+    records_per_s: float
+    steady_records_per_s: float  # batches 2..n: without the first batch's JVM and Python worker warm-up
+    batch_p50_s: float | None
+    batch_p99_s: float | None
+    statuses: dict[str, int] = field(default_factory=dict)
+    verdicts: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def default_run_dir(opts: JobOptions) -> Path:
+    return Path("runs") / f"{time.strftime('%Y%m%d-%H%M%S')}-{opts.workload}-{opts.mode}"
+
+
+class _Progress:
+    """One line on stderr, rewritten per batch (quiet when not a terminal: one line per batch)."""
+
+    def __init__(self, total: int, out: TextIO = sys.stderr, enabled: bool = True) -> None:
+        self.total, self.out, self.enabled = total, out, enabled
+        self.done = 0
+        self.records = 0
+        self.t0 = time.perf_counter()
+
+    def __call__(self, outcome: BatchOutcome) -> None:
+        if outcome.status == "skipped":
+            return
+        self.done += 1
+        self.records += outcome.records
+        if not self.enabled:
+            return
+        el = time.perf_counter() - self.t0
+        width = 24
+        filled = int(width * min(self.done, self.total) / max(self.total, 1))
+        rate = self.records / el if el > 0 else 0.0
+        line = (
+            f"[statebed] batch {outcome.batch_id + 1}/{self.total} {'#' * filled}{'.' * (width - filled)} "
+            f"{outcome.status}, {outcome.seconds:.2f} s, {rate:,.0f} records/s"
+        )
+        end = "\r" if self.out.isatty() and self.done < self.total else "\n"
+        print(line.ljust(100), end=end, file=self.out, flush=True)
+
+
+def _check_checkpoint(storage: Storage, run: RunDir, opts: JobOptions, resume: bool) -> None:
+    """Refuse a checkpoint that holds another run's history (before writing anything)."""
+    log_ = CommitLog(storage)
+    batches = log_.batch_ids()  # also proves the storage is reachable
+    if not batches:
+        return
+    if not resume:
+        raise UsageError(
+            f"{storage.display('commits')} already holds {len(batches)} committed batch(es) of another run: "
+            f"use a new --checkpoint, or `statebed run --resume {run.root}` to continue that run"
+        )
+    latest = log_.read(batches[-1])
+    if latest is not None and opts.mode != "native" and (latest.state_ids is None) != (opts.mode == "v1"):
+        kind = "V1" if latest.state_ids is None else "V2"
+        raise UsageError(f"{storage.display('commits')} was written in {kind} format; this run asks for {opts.mode}")
+
+
+@contextlib.contextmanager
+def _master(opts: JobOptions, run: RunDir, master: str | None) -> Iterator[str]:
+    if master is not None:
+        yield master
+    elif opts.cluster == "local":
+        yield "local[2]"
+    else:
+        cluster = StandaloneCluster(run.cluster, workers=opts.workers)
+        st = cluster.up()
+        try:
+            yield st.master_url
+        finally:
+            cluster.down()
+
+
+def run_job(
+    run_dir: str | Path | None,
+    opts: JobOptions,
+    *,
+    resume: bool = False,
+    master: str | None = None,
+    s3: S3Settings | None = None,
+    verify: bool = True,
+    progress: bool = True,
+) -> RunSummary:
+    run = RunDir(run_dir or default_run_dir(opts))
+    if resume:
+        info = run.read_info()
+        saved = JobOptions(**info.params)
+        if (saved.workload, saved.mode, saved.partitions) != (opts.workload, opts.mode, opts.partitions):
+            raise UsageError(
+                f"{run.root} ran {saved.workload}/{saved.mode} on {saved.partitions} partitions; "
+                f"resume it with the same --workload, mode and --partitions (asked {opts.workload}/{opts.mode}/{opts.partitions})"
+            )
+        if opts.batches < saved.batches:
+            raise UsageError(f"{run.root} already asked for {saved.batches} batches; --batches cannot shrink on resume")
+    else:
+        if run.info_path.exists():
+            raise UsageError(f"{run.root} already holds a run: use --resume to continue it, or another --run-dir")
+        get_workload(opts.workload)
+        info = RunInfo(
+            workload=opts.workload,
+            mode=opts.mode,
+            partitions=opts.partitions,
+            checkpoint="spark-checkpoint" if opts.mode == "native" else opts.checkpoint,
+            params=opts.to_json(),
+        )
+    loc = run.checkpoint_location(info)
+    storage = open_storage(loc, s3, create_bucket=loc.startswith("s3://"))
+    if opts.mode != "native":
+        _check_checkpoint(storage, run, opts, resume)
+    if not resume:
+        run.create(info)
+    else:
+        info.params = opts.to_json()
+        run.save_info(info)
+    generate_source(run, opts)
+    bar = _Progress(opts.batches, enabled=progress)
+    statuses: dict[str, int] = {}
+
+    def on_batch(outcome: BatchOutcome) -> None:
+        statuses[outcome.status] = statuses.get(outcome.status, 0) + 1
+        bar(outcome)
+
+    t0 = time.perf_counter()
+    progress_rows: list[dict[str, Any]] = []
+    with _master(opts, run, master) as master_url:
+        from .session import build_session
+        from .task import close_providers
+
+        spark = build_session(opts, run, master_url)
+        try:
+            driver = None if opts.mode == "native" else BatchDriver(run, opts, storage, s3)
+            query = start_query(spark, run, opts, driver, on_batch)
+            try:
+                query.awaitTermination()
+            except KeyboardInterrupt:
+                query.stop()
+                raise
+            progress_rows = [p for p in query.recentProgress if p.get("numInputRows")] if query.recentProgress else []
+            if query.exception() is not None:
+                raise StatebedError(f"the streaming query failed: {query.exception()}")
+        except Exception as e:
+            if type(e).__module__.startswith(("pyspark", "py4j")):
+                raise StatebedError(f"the streaming query failed: {str(e).splitlines()[0]}") from e
+            raise
+        finally:
+            close_providers()
+            spark.stop()
+    seconds = time.perf_counter() - t0
+    durations = [p["durationMs"]["triggerExecution"] / 1000 for p in progress_rows if "durationMs" in p]
+    records = bar.records  # Spark's numInputRows counts a source read twice in statebed mode (input log + tasks)
+    summary = RunSummary(
+        run_dir=str(run.root),
+        checkpoint=loc,
+        workload=opts.workload,
+        mode=opts.mode,
+        cluster=opts.cluster if master is None else master,
+        batches=len(CommitLog(storage).batch_ids()),
+        records=records,
+        seconds=round(seconds, 3),
+        records_per_s=round(records / sum(durations), 1) if durations else 0.0,
+        steady_records_per_s=round(records * (len(durations) - 1) / len(durations) / sum(durations[1:]), 1) if len(durations) > 1 else 0.0,
+        batch_p50_s=round(statistics.median(durations), 3) if durations else None,
+        batch_p99_s=round(_p99(durations), 3) if durations else None,
+        statuses=statuses,
+    )
+    if verify:
+        summary.verdicts = verify_run(run, storage, s3)
+    log.info("run finished", extra=kv(run=str(run.root), seconds=summary.seconds))
+    return summary
+
+
+def _p99(xs: list[float]) -> float:
+    s = sorted(xs)
+    return s[min(len(s) - 1, round(0.99 * (len(s) - 1)))]
+
+
+def verify_run(run: RunDir, storage: Storage, s3: S3Settings | None) -> dict[str, Any]:
+    """Both verifiers on a finished run: the checkpoint's lineage and the run's final state."""
+    from statebed_chaos.verify import verify_lineage
+    from statebed_chaos.verify.state import verify_state
+
+    lineage = verify_lineage(storage)
+    state = verify_state(run.root, s3)
+    return {
+        "lineage": {"valid": lineage.valid, "anomalies": len(lineage.anomalies), "orphans": len(lineage.orphans), "format": lineage.format},
+        "state": {"valid": state.valid, "anomalies": len(state.anomalies), "kinds": sorted({a["kind"] for a in state.anomalies})},
+    }

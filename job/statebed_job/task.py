@@ -1,0 +1,184 @@
+"""The executor side: one task per state partition and batch.
+
+`run_task` is what `mapInArrow` runs in a Python worker: it gathers the partition's
+records, loads `(batch, base id)` from this worker's cached provider (the open RocksDB
+instance is reused only if it is at exactly that version and id), applies the workload,
+commits `batch + 1` and returns one row: partition, version, new id, base id, the attempt,
+and the batch's output rows as Arrow IPC bytes. The driver keeps one row per partition.
+
+Providers live as long as the Python worker (`spark.python.worker.reuse`), one per
+(checkpoint, partition), with their local RocksDB under a per-host directory, so a task
+that lands where the partition ran last batch finds its state open.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from statebed_store import S3Settings, StateStoreProvider, StoreId, StoreOptions, open_storage
+from statebed_store.log import get_logger, kv
+
+from .rundir import INPUT_SCHEMA
+from .workloads import TaskContext, get_workload
+
+__all__ = [
+    "RESULT_DDL",
+    "RESULT_SCHEMA",
+    "TaskResult",
+    "TaskSpec",
+    "close_providers",
+    "ipc_to_table",
+    "run_partition",
+    "run_task",
+    "table_to_ipc",
+]
+
+log = get_logger("task")
+OPERATOR = 0
+
+RESULT_SCHEMA = pa.schema(
+    [
+        ("partition", pa.int32()),
+        ("version", pa.int64()),
+        ("checkpoint_id", pa.string()),
+        ("base_id", pa.string()),
+        ("attempt", pa.string()),
+        ("seconds", pa.float64()),
+        ("phases", pa.string()),  # JSON: load/apply/commit seconds, cache hit, records
+        ("outputs", pa.binary()),
+    ]
+)
+
+
+# The same schema in Spark's DDL, for `mapInArrow`.
+RESULT_DDL = ", ".join(
+    f"{f.name} {t}" for f, t in zip(RESULT_SCHEMA, ("int", "bigint", "string", "string", "string", "double", "string", "binary"))
+)
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """Everything a task needs, shipped to executors with the function."""
+
+    checkpoint: str
+    s3: S3Settings | None
+    workload: str
+    partitions: int
+    batch_id: int
+    base_ids: tuple[str | None, ...]
+    options: StoreOptions
+    local_root: str
+    slow: tuple[int, int, int] | None = None  # (batch, partition, ms): make attempt 0 slow after commit
+
+
+@dataclass(frozen=True)
+class TaskResult:
+    partition: int
+    version: int
+    checkpoint_id: str | None
+    base_id: str | None
+    attempt: str
+    seconds: float
+    outputs: pa.Table
+    phases: dict[str, float] = field(default_factory=dict)
+
+
+def table_to_ipc(table: pa.Table) -> bytes:
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as w:
+        w.write_table(table)
+    return bytes(sink.getvalue().to_pybytes())
+
+
+def ipc_to_table(data: bytes) -> pa.Table:
+    return pa.ipc.open_stream(pa.py_buffer(data)).read_all()
+
+
+_PROVIDERS: dict[tuple[str, int, StoreOptions], StateStoreProvider] = {}
+_LOCK = threading.Lock()
+
+
+def _provider(spec: TaskSpec, partition: int) -> StateStoreProvider:
+    """This worker's provider for the partition (created once; reused across batches)."""
+    host = os.environ.get("SPARK_LOCAL_IP", "local")
+    opts = spec.options.with_(local_dir=Path(spec.local_root) / f"host-{host}")
+    key = (spec.checkpoint, partition, opts)
+    with _LOCK:
+        p = _PROVIDERS.get(key)
+        if p is None:
+            storage = open_storage(spec.checkpoint, spec.s3)
+            p = StateStoreProvider(storage, StoreId(OPERATOR, partition), opts, executor_id=f"{host}/{os.getpid()}")
+            _PROVIDERS[key] = p
+        return p
+
+
+def close_providers() -> None:
+    """Close every cached provider of this process (end of a run, tests)."""
+    with _LOCK:
+        providers = list(_PROVIDERS.values())
+        _PROVIDERS.clear()
+    for p in providers:
+        p.close()
+
+
+def run_partition(spec: TaskSpec, partition: int, records: pa.Table, attempt: int = 0, task_info: str = "") -> TaskResult:
+    """Load, apply, commit one partition of one batch. Spark-free: tests call it directly."""
+    t0 = time.perf_counter()
+    workload = get_workload(spec.workload)
+    provider = _provider(spec, partition)
+    ctx = TaskContext(partition, spec.partitions, spec.batch_id, np.random.default_rng(secrets.randbits(64)))
+    hits = provider.metrics.cache_hits
+    with provider.load(spec.batch_id, spec.base_ids[partition], task_info=task_info) as txn:
+        t_load = time.perf_counter()
+        outputs = workload.apply(txn, records, ctx)
+        t_apply = time.perf_counter()
+        result = txn.commit()
+    t_commit = time.perf_counter()
+    phases = {
+        "load_s": round(t_load - t0, 4),
+        "apply_s": round(t_apply - t_load, 4),
+        "commit_s": round(t_commit - t_apply, 4),
+        "cache_hit": float(provider.metrics.cache_hits > hits),
+        "records": float(records.num_rows),
+    }
+    if spec.slow is not None and spec.slow[:2] == (spec.batch_id, partition) and attempt == 0:
+        log.warning("slow task (--slow-task): sleeping after commit", extra=kv(batch=spec.batch_id, partition=partition, ms=spec.slow[2]))
+        time.sleep(spec.slow[2] / 1000)
+    return TaskResult(partition, result.version, result.checkpoint_id, result.base_id, task_info, time.perf_counter() - t0, outputs, phases)
+
+
+def run_task(spec: TaskSpec, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """The `mapInArrow` function: a whole partition in, one result row out."""
+    from pyspark import TaskContext as SparkTaskContext
+
+    tc = SparkTaskContext.get()
+    if tc is None:
+        raise RuntimeError("run_task runs inside a Spark task (mapInArrow)")
+    partition, attempt = tc.partitionId(), tc.attemptNumber()
+    info = f"batch {spec.batch_id} partition {partition} attempt {attempt} (stage {tc.stageId()}, task {tc.taskAttemptId()})"
+    chunks = list(batches)
+    records = pa.Table.from_batches(chunks).select(INPUT_SCHEMA.names).cast(INPUT_SCHEMA) if chunks else INPUT_SCHEMA.empty_table()
+    r = run_partition(spec, partition, records, attempt, info)
+    yield pa.RecordBatch.from_pydict(
+        {
+            "partition": [r.partition],
+            "version": [r.version],
+            "checkpoint_id": [r.checkpoint_id],
+            "base_id": [r.base_id],
+            "attempt": [r.attempt],
+            "seconds": [r.seconds],
+            "phases": [json.dumps(r.phases)],
+            "outputs": [table_to_ipc(r.outputs)],
+        },
+        schema=RESULT_SCHEMA,
+    )
