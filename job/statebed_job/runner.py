@@ -169,30 +169,8 @@ def run_job(
         bar(outcome)
 
     t0 = time.perf_counter()
-    progress_rows: list[dict[str, Any]] = []
     with _master(opts, run, master) as master_url:
-        from .session import build_session
-        from .task import close_providers
-
-        spark = build_session(opts, run, master_url)
-        try:
-            driver = None if opts.mode == "native" else BatchDriver(run, opts, storage, s3)
-            query = start_query(spark, run, opts, driver, on_batch)
-            try:
-                query.awaitTermination()
-            except KeyboardInterrupt:
-                query.stop()
-                raise
-            progress_rows = [p for p in query.recentProgress if p.get("numInputRows")] if query.recentProgress else []
-            if query.exception() is not None:
-                raise StatebedError(f"the streaming query failed: {query.exception()}")
-        except Exception as e:
-            if type(e).__module__.startswith(("pyspark", "py4j")):
-                raise StatebedError(f"the streaming query failed: {str(e).splitlines()[0]}") from e
-            raise
-        finally:
-            close_providers()
-            spark.stop()
+        progress_rows = _stream(run, opts, storage, s3, master_url, on_batch)
     seconds = time.perf_counter() - t0
     durations = [p["durationMs"]["triggerExecution"] / 1000 for p in progress_rows if "durationMs" in p]
     records = bar.records  # Spark's numInputRows counts a source read twice in statebed mode (input log + tasks)
@@ -215,6 +193,43 @@ def run_job(
         summary.verdicts = verify_run(run, storage, s3)
     log.info("run finished", extra=kv(run=str(run.root), seconds=summary.seconds))
     return summary
+
+
+def _spark_error(e: BaseException, what: str) -> StatebedError:
+    """Spark and py4j errors as one line a user can act on (the JVM's trace stays in the cause)."""
+    first = next((line for line in str(e).splitlines() if line.strip()), type(e).__name__)
+    return StatebedError(f"{what}: {first}")
+
+
+def _stream(run: RunDir, opts: JobOptions, storage: Storage, s3: S3Settings | None, master_url: str, on_batch: Any) -> list[dict[str, Any]]:
+    """Start the session and the query, wait until every batch ran, stop the session."""
+    from .session import build_session
+    from .task import close_providers
+
+    try:
+        spark = build_session(opts, run, master_url)
+    except Exception as e:
+        if type(e).__module__.startswith(("pyspark", "py4j")):
+            raise _spark_error(e, "Spark did not start") from e
+        raise
+    try:
+        driver = None if opts.mode == "native" else BatchDriver(run, opts, storage, s3)
+        query = start_query(spark, run, opts, driver, on_batch)
+        try:
+            query.awaitTermination()
+        except KeyboardInterrupt:
+            query.stop()
+            raise
+        if query.exception() is not None:
+            raise _spark_error(query.exception(), "the streaming query failed")  # type: ignore[arg-type]
+        return [p for p in query.recentProgress if p.get("numInputRows")] if query.recentProgress else []
+    except Exception as e:
+        if type(e).__module__.startswith(("pyspark", "py4j")):
+            raise _spark_error(e, "the streaming query failed") from e
+        raise
+    finally:
+        close_providers()
+        spark.stop()
 
 
 def _p99(xs: list[float]) -> float:

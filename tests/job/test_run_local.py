@@ -74,6 +74,11 @@ def test_bad_input_is_refused_before_any_state_is_written(tmp_path: Path) -> Non
     proc = statebed("run", "--run-dir", str(tmp_path / "b"), "--checkpoint", "s3://bucket/x", "--s3-endpoint", "http://127.0.0.1:9", *SMALL)
     assert proc.returncode == 2 and "cannot reach S3 endpoint" in proc.stderr
     assert not (tmp_path / "b").exists()
+    proc = statebed("run", "--run-dir", str(tmp_path / "d"), "--conf", "no-equals-sign", *SMALL)
+    assert proc.returncode == 2 and "--conf wants KEY=VALUE" in proc.stderr
+    proc = statebed("run", "--run-dir", str(tmp_path / "e"), "--conf", "spark.network.timeout=1s", *SMALL)
+    assert proc.returncode == 2 and "Spark did not start" in proc.stderr and "Traceback" not in proc.stderr
+    assert not (tmp_path / "e" / "checkpoint").exists()
     # a checkpoint that already holds another run's history
     first = tmp_path / "first"
     assert statebed("run", "--run-dir", str(first), *SMALL).returncode == 0

@@ -82,3 +82,49 @@ def test_executors_killed_mid_batch_are_replaced_and_the_run_completes(tmp_path:
     assert lost, "no task was lost with the executors"
     assert RunDir(run_dir).batches("output") == list(range(6))
     assert cluster.read_state() is None  # the run stopped its cluster
+
+
+def test_a_paused_executor_gets_speculative_copies(tmp_path: Path) -> None:
+    """SIGSTOP one executor while batch 3 runs: its tasks stall, Spark speculates them on the
+    other executor, the run completes and verifies; the paused JVM is resumed and stopped at
+    the end by the run's cluster teardown (by PID)."""
+    run_dir = tmp_path / "run"
+    # A paused executor still holds shuffle blocks: fetching them fails after the network timeout.
+    quick_timeouts = [
+        "--conf",
+        "spark.network.timeout=15s",
+        "--conf",
+        "spark.network.timeoutInterval=5s",
+        "--conf",
+        "spark.executor.heartbeatInterval=2s",
+    ]
+    cmd = [*STATEBED, "run", "--run-dir", str(run_dir), "--batches", "6", "--slow-task", "3:0:6000", *quick_timeouts, *ARGS]
+    env = {k: v for k, v in os.environ.items() if k != "STATEBED_FAILPOINTS"}
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    paused: list[int] = []
+    try:
+        cluster = StandaloneCluster(run_dir / "cluster")
+        timings = run_dir / "timings.jsonl"
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline:
+            if timings.exists() and len(timings.read_text().splitlines()) >= 3:
+                break
+            assert proc.poll() is None, proc.communicate()[1][-3000:]
+            time.sleep(0.2)
+        time.sleep(1.0)
+        paused = [cluster.executors()[0]["pid"]]
+        os.kill(paused[0], signal.SIGSTOP)
+        out, err = proc.communicate(timeout=420)
+    finally:
+        for pid in paused:
+            try:
+                os.kill(pid, signal.SIGCONT)
+            except ProcessLookupError:
+                pass
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0, err[-3000:]
+    s = json.loads(out[out.rfind("\n{") + 1 :])
+    assert s["batches"] == 6 and s["verdicts"]["state"]["valid"] is True and s["verdicts"]["lineage"]["valid"] is True
+    assert any(e["speculative"] and e["reason"] == "Success" for e in task_events(run_dir)), "no speculative copy succeeded"

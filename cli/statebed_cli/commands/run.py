@@ -56,6 +56,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         metavar="B:P:MS",
         help="make attempt 0 of batch B, partition P sleep MS after its commit (provokes speculation)",
     )
+    p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark configuration (repeatable)")
     p.add_argument("--run-dir", default=None, help="where the run directory goes (default: runs/<time>-<workload>-<mode>)")
     p.add_argument("--resume", action="store_true", help="continue the run in --run-dir (e.g. after the driver died)")
     p.add_argument("--no-verify", action="store_true", help="skip the verifiers at the end")
@@ -65,6 +66,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     s3.add_argument("--s3-access-key")
     s3.add_argument("--s3-secret-key")
     p.set_defaults(run=run)
+
+
+def _confs(pairs: list[str]) -> dict[str, str]:
+    out = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(f"--conf wants KEY=VALUE, got {pair!r}")
+        out[key.strip()] = value
+    return out
 
 
 def _options(args: argparse.Namespace) -> JobOptions:
@@ -81,6 +92,7 @@ def _options(args: argparse.Namespace) -> JobOptions:
         "checkpoint": args.checkpoint,
         "snapshot_interval": args.snapshot_interval,
         "slow_task": args.slow_task,
+        "extra_conf": _confs(args.conf) or None,
     }
     given = {k: v for k, v in given.items() if v is not None}
     if args.resume:
