@@ -20,6 +20,22 @@ from statebed_store import CommitLog, open_storage
 
 pytestmark = pytest.mark.slow
 
+
+def start_and_wait(run_dir: Path, extra: list[str], batches_done: int) -> subprocess.Popen[str]:
+    """Start `statebed run` in the background and return once `batches_done` batches committed."""
+    cmd = [*STATEBED, "run", "--run-dir", str(run_dir), *extra, *ARGS]
+    env = {k: v for k, v in os.environ.items() if k != "STATEBED_FAILPOINTS"}
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    timings = run_dir / "timings.jsonl"
+    deadline = time.monotonic() + 240
+    while not (timings.exists() and len(timings.read_text().splitlines()) >= batches_done):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            raise AssertionError(f"run ended or stalled before batch {batches_done}: {proc.communicate()[1][-3000:]}")
+        time.sleep(0.2)
+    return proc
+
+
 ARGS = ["--cluster", "standalone", "--workers", "2", "--rows-per-batch", "4000", "--keyspace", "500", "--json"]
 
 
@@ -53,18 +69,9 @@ def test_executors_killed_mid_batch_are_replaced_and_the_run_completes(tmp_path:
     """SIGKILL every executor JVM while batch 3 runs (held by a stalled task): Spark loses the
     tasks, the workers start new executors, the batch is retried and the results verify."""
     run_dir = tmp_path / "run"
-    cmd = [*STATEBED, "run", "--run-dir", str(run_dir), "--batches", "6", "--slow-task", "3:0:20000", *ARGS]
-    env = {k: v for k, v in os.environ.items() if k != "STATEBED_FAILPOINTS"}
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    proc = start_and_wait(run_dir, ["--batches", "6", "--slow-task", "3:0:20000"], batches_done=3)  # batch 3 is running
+    cluster = StandaloneCluster(run_dir / "cluster")
     try:
-        cluster = StandaloneCluster(run_dir / "cluster")
-        timings = run_dir / "timings.jsonl"
-        deadline = time.monotonic() + 240
-        while time.monotonic() < deadline:  # batches 0-2 done: batch 3 is running
-            if timings.exists() and len(timings.read_text().splitlines()) >= 3:
-                break
-            assert proc.poll() is None, proc.communicate()[1][-3000:]
-            time.sleep(0.2)
         time.sleep(2.0)
         victims = [e["pid"] for e in cluster.executors()]
         assert victims, "no executor process found"
@@ -98,19 +105,10 @@ def test_a_paused_executor_gets_speculative_copies(tmp_path: Path) -> None:
         "--conf",
         "spark.executor.heartbeatInterval=2s",
     ]
-    cmd = [*STATEBED, "run", "--run-dir", str(run_dir), "--batches", "6", "--slow-task", "3:0:6000", *quick_timeouts, *ARGS]
-    env = {k: v for k, v in os.environ.items() if k != "STATEBED_FAILPOINTS"}
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    proc = start_and_wait(run_dir, ["--batches", "6", "--slow-task", "3:0:6000", *quick_timeouts], batches_done=3)
+    cluster = StandaloneCluster(run_dir / "cluster")
     paused: list[int] = []
     try:
-        cluster = StandaloneCluster(run_dir / "cluster")
-        timings = run_dir / "timings.jsonl"
-        deadline = time.monotonic() + 240
-        while time.monotonic() < deadline:
-            if timings.exists() and len(timings.read_text().splitlines()) >= 3:
-                break
-            assert proc.poll() is None, proc.communicate()[1][-3000:]
-            time.sleep(0.2)
         time.sleep(1.0)
         paused = [cluster.executors()[0]["pid"]]
         os.kill(paused[0], signal.SIGSTOP)

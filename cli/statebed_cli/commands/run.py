@@ -20,6 +20,7 @@ from statebed_store import S3Settings
 from statebed_store.errors import UsageError
 
 from ..common import non_negative_int
+from .verify import VERDICT
 
 
 def positive_int(text: str) -> int:
@@ -119,7 +120,6 @@ def run(args: argparse.Namespace) -> int:
         p99 = "-" if summary.batch_p99_s is None else f"{summary.batch_p99_s:.2f}"
         print(f"  throughput {summary.records_per_s:,.0f} records/s, batch latency p50 {p50} s, p99 {p99} s")
         for name, v in summary.verdicts.items():
-            verdict = {True: "VALID", False: "INVALID", "unknown": "UNKNOWN"}[v["valid"]]
-            print(f"  verify {name:<8} {verdict} ({v['anomalies']} anomalies)")
+            print(f"  verify {name:<8} {VERDICT[v['valid']]} ({v['anomalies']} anomalies)")
         print(f"  details: statebed verify lineage {summary.checkpoint}; statebed verify state {summary.run_dir}")
     return EXIT_CODES[merge_verdicts(v["valid"] for v in summary.verdicts.values())]

@@ -9,9 +9,10 @@ from __future__ import annotations
 import argparse
 import os
 import traceback
+from collections.abc import Callable
 from typing import Any
 
-from statebed_chaos.verify import EXIT_CODES, verify_lineage
+from statebed_chaos.verify import EXIT_CODES, LineageReport, verify_lineage
 
 from statebed_store import S3Settings
 from statebed_store.errors import StatebedError
@@ -48,38 +49,43 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     st.set_defaults(run=run_state)
 
 
-def _crashed(e: Exception) -> dict[str, Any]:
-    """A checker that crashes decides nothing: unknown, never valid."""
-    return {"valid": "unknown", "error": f"checker crashed: {type(e).__name__}: {e}", "trace": traceback.format_exc(limit=5)}
+VERDICT = {True: "VALID", False: "INVALID", "unknown": "UNKNOWN"}
+
+
+def _check(args: argparse.Namespace, label: str, check: Callable[[], Any], human: Callable[[Any], None]) -> int:
+    """Run a checker; print its report (JSON or `human`); a crashing checker is unknown, never valid."""
+    try:
+        report = check()
+    except StatebedError:
+        raise
+    except Exception as e:  # a bug in the checker must not pass for a verdict
+        doc = {"valid": "unknown", "error": f"checker crashed: {type(e).__name__}: {e}", "trace": traceback.format_exc(limit=5)}
+        if args.json:
+            emit_json(doc)
+        else:
+            print(f"statebed verify {label}: UNKNOWN ({doc['error']})")
+        return EXIT_CODES["unknown"]
+    if args.json:
+        emit_json(report.to_json())
+    else:
+        human(report)
+        for note in report.notes:
+            print(f"  note: {note}")
+    return EXIT_CODES[report.valid]
 
 
 def run_lineage(args: argparse.Namespace) -> int:
     storage = open_checkpoint(args)
-    try:
-        report = verify_lineage(storage, all_versions=args.all_versions)
-    except StatebedError:
-        raise
-    except Exception as e:  # a bug in the checker must not pass for a verdict
-        doc = _crashed(e)
-        if args.json:
-            emit_json(doc)
-        else:
-            print(f"statebed verify lineage {storage.url}: UNKNOWN ({doc['error']})")
-        return EXIT_CODES["unknown"]
-    doc = report.to_json()
-    if args.json:
-        emit_json(doc)
-        return EXIT_CODES[report.valid]
-    verdict = {True: "VALID", False: "INVALID", "unknown": "UNKNOWN"}[report.valid]
-    c = report.checked
-    print(
-        f"{storage.url}: {verdict} — format {report.format}; checked {c['operators']} operator(s), {c['partitions']} partition(s), "
-        f"{c['versions']} version(s); {len(report.anomalies)} anomalies, {len(report.orphans)} orphan checkpoint(s)"
-    )
-    for note in report.notes:
-        print(f"  note: {note}")
-    if report.anomalies:
-        print(f"  {'kind':<19} {'op':>3} {'part':>4} {'version':>7}  detail")
+
+    def human(report: LineageReport) -> None:
+        c = report.checked
+        print(
+            f"{storage.url}: {VERDICT[report.valid]} — format {report.format}; checked {c['operators']} operator(s), "
+            f"{c['partitions']} partition(s), {c['versions']} version(s); {len(report.anomalies)} anomalies, "
+            f"{len(report.orphans)} orphan checkpoint(s)"
+        )
+        if report.anomalies:
+            print(f"  {'kind':<19} {'op':>3} {'part':>4} {'version':>7}  detail")
         for a in report.anomalies:
             op = "-" if a.operator is None else a.operator
             part = "-" if a.partition is None else a.partition
@@ -87,38 +93,25 @@ def run_lineage(args: argparse.Namespace) -> int:
             print(f"  {a.kind:<19} {op:>3} {part:>4} {version:>7}  {a.detail}")
             for f in a.files[:3]:
                 print(f"  {'':<36} {f}")
-    return EXIT_CODES[report.valid]
+
+    return _check(args, f"lineage {storage.url}", lambda: verify_lineage(storage, all_versions=args.all_versions), human)
 
 
 def run_state(args: argparse.Namespace) -> int:
-    from statebed_chaos.verify.state import verify_state
+    from statebed_chaos.verify.state import StateReport, verify_state
 
     s3 = _s3(args)
-    try:
-        report = verify_state(args.run_dir, s3)
-    except StatebedError:
-        raise
-    except Exception as e:  # a bug in the checker must not pass for a verdict
-        doc = _crashed(e)
-        if args.json:
-            emit_json(doc)
-        else:
-            print(f"statebed verify state {args.run_dir}: UNKNOWN ({doc['error']})")
-        return EXIT_CODES["unknown"]
-    if args.json:
-        emit_json(report.to_json())
-        return EXIT_CODES[report.valid]
-    verdict = {True: "VALID", False: "INVALID", "unknown": "UNKNOWN"}[report.valid]
-    c = report.checked
-    print(
-        f"{args.run_dir}: {verdict} — workload {report.workload} ({report.mode}); {c['batches']} committed batch(es), "
-        f"{c['records']} record(s), {c['partitions']} partition(s), {c['state_entries']} state entries; {len(report.anomalies)} anomalies"
-    )
-    for note in report.notes:
-        print(f"  note: {note}")
-    for a in report.anomalies:
-        print(f"  {a['kind']:<24} {a['detail']}")
-    return EXIT_CODES[report.valid]
+
+    def human(report: StateReport) -> None:
+        c = report.checked
+        print(
+            f"{args.run_dir}: {VERDICT[report.valid]} — workload {report.workload} ({report.mode}); {c['batches']} committed batch(es), "
+            f"{c['records']} record(s), {c['partitions']} partition(s), {c['state_entries']} state entries; {len(report.anomalies)} anomalies"
+        )
+        for a in report.anomalies:
+            print(f"  {a['kind']:<24} {a['detail']}")
+
+    return _check(args, f"state {args.run_dir}", lambda: verify_state(args.run_dir, s3), human)
 
 
 def _s3(args: argparse.Namespace) -> S3Settings | None:
