@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import signal
 import time
 
 from statebed_job.cluster import StandaloneCluster
@@ -42,7 +41,6 @@ def run(args: argparse.Namespace) -> int:
             else f"cluster up: {st.master_url}, {len(st.workers)} workers, state in {cluster.state_path}"
         )
         if args.foreground:
-            signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
             try:
                 while cluster.running() is not None:
                     time.sleep(1)
