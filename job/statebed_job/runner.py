@@ -138,6 +138,8 @@ def run_job(
                 f"{run.root} ran {saved.workload}/{saved.mode} on {saved.partitions} partitions; "
                 f"resume it with the same --workload, mode and --partitions (asked {opts.workload}/{opts.mode}/{opts.partitions})"
             )
+        if opts.checkpoint != saved.checkpoint:
+            raise UsageError(f"{run.root} keeps its state in {saved.checkpoint}; a resumed run cannot move it (asked {opts.checkpoint})")
         if opts.batches < saved.batches:
             raise UsageError(f"{run.root} already asked for {saved.batches} batches; --batches cannot shrink on resume")
     else:
