@@ -26,6 +26,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import benchlib
+
 from statebed_job.config import JobOptions
 from statebed_job.runner import run_job
 

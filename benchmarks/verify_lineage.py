@@ -21,8 +21,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import benchlib
-from statebed_chaos.verify import verify_lineage
 
+from statebed_chaos.verify import verify_lineage
 from statebed_store import CommitLog, SnapshotUploader, StateStoreProvider, Storage, StoreId, StoreOptions
 
 NAME = "verify_lineage"

@@ -12,12 +12,12 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+
 from statebed_job.config import JobOptions
 from statebed_job.driver import BatchDriver, BatchOutcome
-from statebed_job.records import records_for
-from statebed_job.rundir import RunDir, RunInfo
 from statebed_job.task import TaskResult, TaskSpec, run_partition
-
+from statebed_model.records import records_for
+from statebed_model.rundir import RunDir, RunInfo
 from statebed_store import default_uploader, open_storage
 
 

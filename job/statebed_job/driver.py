@@ -24,15 +24,16 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
+from statebed_model.rundir import RunDir
+from statebed_model.workloads import get_workload
 from statebed_store import CommitLog, S3Settings, StoreOptions, failpoints
+from statebed_store.commitlog import base_commit
 from statebed_store.errors import BaseIdMismatchError, StatebedError
 from statebed_store.log import get_logger, kv
 from statebed_store.storage.base import Storage
 
 from .config import JobOptions
-from .rundir import RunDir
 from .task import TaskResult, TaskSpec
-from .workloads import get_workload
 
 __all__ = ["BatchDriver", "BatchOutcome"]
 
@@ -63,9 +64,7 @@ class BatchDriver:
         self.store_options = StoreOptions(format="v1" if opts.mode == "v1" else "v2", snapshot_interval=opts.snapshot_interval)
 
     def spec(self, batch_id: int) -> TaskSpec:
-        prev = self.log.read(batch_id - 1) if batch_id else None
-        if batch_id and prev is None:
-            raise StatebedError(f"batch {batch_id - 1} is not in {self.storage.display('commits')}: cannot run batch {batch_id}")
+        prev = base_commit(self.log, batch_id)
         base_ids = tuple(prev.id_for(OPERATOR, p) if prev else None for p in range(self.opts.partitions))
         return TaskSpec(
             checkpoint=self.storage.url,

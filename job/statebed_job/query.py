@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
@@ -26,14 +27,15 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from statebed_model.records import records_for
+from statebed_model.rundir import INPUT_SCHEMA, RunDir, table_bytes
+from statebed_model.workloads import get_workload
 from statebed_store.errors import StatebedError, UsageError
+from statebed_store.storage import LocalStorage
 
 from .config import JobOptions
 from .driver import BatchDriver, BatchOutcome
-from .records import records_for
-from .rundir import INPUT_SCHEMA, RunDir
 from .task import RESULT_DDL, TaskResult, TaskSpec, ipc_to_table, run_task
-from .workloads import get_workload
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -58,9 +60,7 @@ def generate_source(run: RunDir, opts: JobOptions) -> int:
         if path.exists():
             continue
         r = opts.rows_per_batch
-        tmp = d / f".{path.name}.tmp"
-        pq.write_table(records_for(b * r, (b + 1) * r, opts.keyspace), tmp)
-        os.replace(tmp, path)
+        LocalStorage(d).write(path.name, table_bytes(records_for(b * r, (b + 1) * r, opts.keyspace)))
         os.utime(path, (1_000_000 + b, 1_000_000 + b))
         made += 1
     return made
@@ -131,8 +131,6 @@ def batch_source_files(spark_checkpoint: Path, batch_id: int) -> list[str]:
 
 
 def _native_batch(run: RunDir, opts: JobOptions, on_batch: OnBatch, df: DataFrame, batch_id: int) -> None:
-    import time
-
     t0 = time.perf_counter()
     workload = get_workload(opts.workload)
     out = df.toArrow()

@@ -1,5 +1,6 @@
 """One run end to end: validate, set up the run directory, cluster and session, stream the
-batches with progress, tear everything down, then run both verifiers and summarise.
+batches with progress, tear everything down and summarise. Judging the run is not the
+job's business: the CLI (or a chaos experiment) composes a run with the verifiers.
 
 Everything that can be checked before any state is written is checked first (workload,
 storage reachable, checkpoint not holding another run's history), so bad input costs a
@@ -17,6 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from statebed_model.rundir import RunDir, RunInfo
+from statebed_model.workloads import get_workload
 from statebed_store import CommitLog, S3Settings, open_storage
 from statebed_store.errors import StatebedError, UsageError
 from statebed_store.log import get_logger, kv
@@ -26,10 +29,8 @@ from .cluster import StandaloneCluster
 from .config import JobOptions
 from .driver import BatchDriver, BatchOutcome
 from .query import generate_source, start_query
-from .rundir import RunDir, RunInfo
-from .workloads import get_workload
 
-__all__ = ["RunSummary", "default_run_dir", "run_job", "verify_run"]
+__all__ = ["RunSummary", "default_run_dir", "run_job"]
 
 log = get_logger("runner")
 
@@ -49,7 +50,7 @@ class RunSummary:
     batch_p50_s: float | None
     batch_p99_s: float | None
     statuses: dict[str, int] = field(default_factory=dict)
-    verdicts: dict[str, Any] = field(default_factory=dict)
+    verdicts: dict[str, Any] = field(default_factory=dict)  # filled by whoever judges the run (the CLI)
 
     def to_json(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -126,7 +127,6 @@ def run_job(
     resume: bool = False,
     master: str | None = None,
     s3: S3Settings | None = None,
-    verify: bool = True,
     progress: bool = True,
 ) -> RunSummary:
     run = RunDir(run_dir or default_run_dir(opts))
@@ -191,8 +191,6 @@ def run_job(
         batch_p99_s=round(_p99(durations), 3) if durations else None,
         statuses=statuses,
     )
-    if verify:
-        summary.verdicts = verify_run(run, storage, s3)
     log.info("run finished", extra=kv(run=str(run.root), seconds=summary.seconds))
     return summary
 
@@ -237,16 +235,3 @@ def _stream(run: RunDir, opts: JobOptions, storage: Storage, s3: S3Settings | No
 def _p99(xs: list[float]) -> float:
     s = sorted(xs)
     return s[min(len(s) - 1, round(0.99 * (len(s) - 1)))]
-
-
-def verify_run(run: RunDir, storage: Storage, s3: S3Settings | None) -> dict[str, Any]:
-    """Both verifiers on a finished run: the checkpoint's lineage and the run's final state."""
-    from statebed_chaos.verify import verify_lineage
-    from statebed_chaos.verify.state import verify_state
-
-    lineage = verify_lineage(storage)
-    state = verify_state(run.root, s3)
-    return {
-        "lineage": {"valid": lineage.valid, "anomalies": len(lineage.anomalies), "orphans": len(lineage.orphans), "format": lineage.format},
-        "state": {"valid": state.valid, "anomalies": len(state.anomalies), "kinds": sorted({a["kind"] for a in state.anomalies})},
-    }

@@ -7,8 +7,9 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from statebed_model.rundir import RunDir
+
 from .config import SPECULATION_CONF, JobOptions
-from .rundir import RunDir
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

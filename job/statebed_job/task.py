@@ -25,11 +25,10 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
+from statebed_model.rundir import INPUT_SCHEMA
+from statebed_model.workloads import TaskContext, get_workload
 from statebed_store import S3Settings, StateStoreProvider, StoreId, StoreOptions, open_storage
 from statebed_store.log import get_logger, kv
-
-from .rundir import INPUT_SCHEMA
-from .workloads import TaskContext, get_workload
 
 __all__ = [
     "RESULT_DDL",

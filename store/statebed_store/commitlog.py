@@ -20,7 +20,7 @@ from .errors import AlreadyExistsError, CommitConflictError, CorruptFileError, S
 from .naming import COMMITS_DIR, is_valid_id
 from .storage.base import Storage
 
-__all__ = ["CommitLog", "CommitRecord", "StateIds", "committed_id", "parse_commit", "render_commit"]
+__all__ = ["CommitLog", "CommitRecord", "StateIds", "base_commit", "committed_id", "parse_commit", "render_commit"]
 
 StateIds = Mapping[int, Sequence[Sequence[str | None]]]
 
@@ -139,11 +139,17 @@ class CommitLog:
             raise CommitConflictError(self.storage.display(path)) from None
 
 
-def committed_id(log: CommitLog, batch_id: int, operator: int, partition: int, store_index: int = 0) -> str | None:
-    """Base id for a task of `batch_id`: the id committed by `batch_id - 1` (None for batch 0)."""
+def base_commit(log: CommitLog, batch_id: int) -> CommitRecord | None:
+    """The commit tasks of `batch_id` build on: that of `batch_id - 1` (None for batch 0); it must exist."""
     if batch_id == 0:
         return None
     rec = log.read(batch_id - 1)
     if rec is None:
         raise StatebedError(f"batch {batch_id - 1} is not committed in {log.storage.display(COMMITS_DIR)}; cannot run batch {batch_id}")
-    return rec.id_for(operator, partition, store_index)
+    return rec
+
+
+def committed_id(log: CommitLog, batch_id: int, operator: int, partition: int, store_index: int = 0) -> str | None:
+    """Base id for a task of `batch_id`: the id committed by `batch_id - 1` (None for batch 0)."""
+    rec = base_commit(log, batch_id)
+    return rec.id_for(operator, partition, store_index) if rec else None

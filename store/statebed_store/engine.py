@@ -78,9 +78,6 @@ class RocksEngine:
         self.db.set_write_options(wo)
 
     # -- reads --------------------------------------------------------------------------
-    def get(self, key: bytes) -> bytes | None:
-        return self.db.get(key)
-
     def get_many(self, keys: pa.Array) -> list[bytes | None]:
         """Values of `keys` (None where absent), in the order of `keys`; looked up sorted."""
         get = self.db.get

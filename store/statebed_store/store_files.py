@@ -124,17 +124,20 @@ class StoreFiles:
                 check_sidecar(data, side, file=self.storage.display(path))
         return data
 
-    def _cached(self, ref: CheckpointRef, kind: str, read: Callable[[str], T]) -> T:
-        """`read(display path)`, memoised for V2 files (never overwritten); V1 files always re-read."""
+    def _cached(self, ref: CheckpointRef, kind: str, read: Callable[[str], T], tag: str | None = None) -> T:
+        """`read(display path)`, memoised for V2 files (never overwritten); V1 files always re-read.
+
+        `tag` names what was read (default: the kind), so a cheaper read never stands in for a checked one.
+        """
         key = self.display(ref, kind)
         cacheable = self.cache is not None and ref.id is not None
         if cacheable:
-            hit = self.cache.get((kind, key))  # type: ignore[union-attr]
+            hit = self.cache.get((tag or kind, key))  # type: ignore[union-attr]
             if hit is not None:
                 return hit  # type: ignore[return-value]
         value = read(key)
         if cacheable:
-            self.cache.put((kind, key), value)  # type: ignore[union-attr]
+            self.cache.put((tag or kind, key), value)  # type: ignore[union-attr]
         return value
 
     def changelog_header(self, ref: CheckpointRef) -> ChangelogHeader:
@@ -153,7 +156,10 @@ class StoreFiles:
             payload, _ = lz4block.decompress(data if not checked_by_sidecar else data[: 256 * 1024], file=shown, partial=checked_by_sidecar)
             return parse_changelog_header(payload, file=shown, version=ref.version)
 
-        return self._cached(ref, CHANGELOG, read)
+        header = self._cached(ref, CHANGELOG, read, tag="changelog, whole file checked")
+        if self.cache is not None and ref.id is not None:
+            self.cache.put((CHANGELOG, self.display(ref, CHANGELOG)), header)  # also serves plain header reads
+        return header
 
     def snapshot_metadata(self, ref: CheckpointRef) -> SnapshotMetadata:
         return self._cached(ref, SNAPSHOT, lambda shown: read_zip(self.read_verified(ref, SNAPSHOT), file=shown, version=ref.version)[0])

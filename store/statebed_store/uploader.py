@@ -106,6 +106,7 @@ def upload_snapshot(p: PendingSnapshot, uploaded: dict[str, ImmutableFile] | Non
             ssts.append(ImmutableFile(f.name, dfs, size))
         elif f.name != "LOCK":
             others[f.name] = f.read_bytes()
+    _check_complete(p, others)
     meta = SnapshotMetadata(
         sst_files=tuple(ssts),
         num_keys=p.num_keys,
@@ -120,6 +121,17 @@ def upload_snapshot(p: PendingSnapshot, uploaded: dict[str, ImmutableFile] | Non
     p.registry.add(uploaded.values())
     failpoints.hit("snapshot.upload.after")
     return True
+
+
+def _check_complete(p: PendingSnapshot, others: dict[str, bytes]) -> None:
+    """Never publish a local checkpoint that lost files (e.g. its directory was being removed):
+    a zip without CURRENT or the MANIFEST it names would not open, and could stand in for changelogs."""
+    manifest = others.get("CURRENT", b"").decode(errors="replace").strip()
+    if not manifest.startswith("MANIFEST-") or manifest not in others:
+        raise StatebedError(
+            f"{p.checkpoint_dir}: local checkpoint of {p.store} version {p.ref.version} is incomplete "
+            f"(CURRENT names {manifest or 'nothing'!r}, files: {sorted(others)}); not uploading it"
+        )
 
 
 class SnapshotUploader:

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 from checkpoint_helpers import commit, ref_of, run_cli
-from statebed_chaos.verify import KINDS, verify_lineage
 
+from statebed_chaos.verify import KINDS, verify_lineage
 from statebed_store import (
     CheckpointRef,
     CommitLog,

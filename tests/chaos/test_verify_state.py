@@ -10,10 +10,10 @@ import pyarrow as pa
 import pytest
 from checkpoint_helpers import run_cli
 from job_helpers import InProcessJob, records
+
 from statebed_chaos.verify.state import verify_state
 from statebed_job.config import JobOptions
 from statebed_job.task import TaskResult, TaskSpec, close_providers, run_partition
-
 from statebed_store import default_uploader, failpoints
 
 
@@ -25,7 +25,7 @@ def _close_providers() -> Iterator[None]:
 
 
 def kinds(report) -> set[str]:  # type: ignore[no-untyped-def]
-    return {a["kind"] for a in report.anomalies}
+    return {a.kind for a in report.anomalies}
 
 
 @pytest.mark.parametrize("workload", ["count", "bucket-collect", "sample3"])
@@ -51,9 +51,9 @@ def test_oracle_mismatch_names_keys_and_batches(tmp_path: Path, capsys: pytest.C
     job.run.write_input(1, pa.concat_tables([job.run.read_input(1), extra]))
     report = verify_state(job.run.root)
     assert report.valid is False
-    mismatch = next(a for a in report.anomalies if a["kind"] == "state-mismatch")
-    assert mismatch["keys"] == [7] and 1 in mismatch["batches"] and "key 7" in mismatch["detail"]
-    assert any(a["kind"] == "output-mismatch" and a["batches"] == [1] for a in report.anomalies)
+    mismatch = next(a for a in report.anomalies if a.kind == "state-mismatch")
+    assert mismatch.keys == [7] and 1 in mismatch.batches and "key 7" in mismatch.detail
+    assert any(a.kind == "output-mismatch" and a.batches == [1] for a in report.anomalies)
     code, out, _ = run_cli(capsys, "verify", "state", str(job.run.root), "--json")
     assert code == 1 and json.loads(out)["valid"] is False
 
@@ -65,7 +65,7 @@ def test_missing_and_uncommitted_outputs(tmp_path: Path) -> None:
     job.run.output_path(2).unlink()
     job.run.write_output(7, job.run.read_output(1))
     report = verify_state(job.run.root)
-    assert {(a["kind"], tuple(a["batches"])) for a in report.anomalies} >= {("missing-output", (2,)), ("uncommitted-output", (7,))}
+    assert {(a.kind, tuple(a.batches)) for a in report.anomalies} >= {("missing-output", (2,)), ("uncommitted-output", (7,))}
 
 
 def test_missing_input_makes_the_verdict_unknown(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -145,9 +145,9 @@ def test_appendix_lost_foo(tmp_path: Path, mode: str) -> None:
         assert report.valid is False
         found = kinds(report)
         assert {"lost-record", "duplicated-record"} & found, report.anomalies
-        lost = next((a for a in report.anomalies if a["kind"] == "lost-record"), None)
+        lost = next((a for a in report.anomalies if a.kind == "lost-record"), None)
         if lost is not None:
-            assert lost["records"] and set(lost["batches"]) <= {0}
+            assert lost.records and set(lost.batches) <= {0}
     else:
         assert report.valid is True, report.anomalies
 

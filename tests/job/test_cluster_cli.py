@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from spark_runs import STATEBED, statebed
+
 from statebed_job.cluster import StandaloneCluster
 
 pytestmark = pytest.mark.slow

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 from spark_runs import statebed, summary
+
 from statebed_chaos.verify import verify_lineage
 from statebed_chaos.verify.state import verify_state
-from statebed_job.rundir import RunDir
-
+from statebed_model.rundir import RunDir
 from statebed_store import CommitLog, open_storage
 
 pytestmark = pytest.mark.slow

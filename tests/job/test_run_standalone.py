@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 from spark_runs import STATEBED, statebed, task_events
+
 from statebed_chaos.verify import verify_lineage
 from statebed_chaos.verify.state import verify_state
 from statebed_job.cluster import StandaloneCluster
-from statebed_job.rundir import RunDir
-
+from statebed_model.rundir import RunDir
 from statebed_store import CommitLog, open_storage
 
 pytestmark = pytest.mark.slow

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+
 from statebed_job.config import JobOptions
 from statebed_job.query import batch_source_files, generate_source, source_dir
-from statebed_job.records import records_for
-from statebed_job.rundir import RunDir
-
+from statebed_model.records import records_for
+from statebed_model.rundir import RunDir
 from statebed_store.errors import StatebedError
 
 

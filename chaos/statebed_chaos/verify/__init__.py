@@ -1,8 +1,31 @@
-"""Jepsen-style checkers: read what happened, answer valid true / false / "unknown"."""
+"""Jepsen-style checkers as a library: read what happened, answer valid true / false / "unknown".
+
+`verify_lineage` (a checkpoint), `verify_state` (a run's final state), `verify_run` (both);
+`check_safe` and `compose` make any checker crash-safe and combinable.
+"""
 
 from __future__ import annotations
 
 from .lineage import KINDS, LineageReport, verify_lineage
-from .result import EXIT_CODES, Anomaly, Verdict, merge_verdicts
+from .result import EXIT_CODES, Anomaly, CheckCrashed, Composite, Report, Verdict, check_safe, compose, merge_verdicts
+from .run import summarise, verify_run
+from .state import StateReport, verify_state
 
-__all__ = ["EXIT_CODES", "KINDS", "Anomaly", "LineageReport", "Verdict", "merge_verdicts", "verify_lineage"]
+__all__ = [
+    "EXIT_CODES",
+    "KINDS",
+    "Anomaly",
+    "CheckCrashed",
+    "Composite",
+    "LineageReport",
+    "Report",
+    "StateReport",
+    "Verdict",
+    "check_safe",
+    "compose",
+    "merge_verdicts",
+    "summarise",
+    "verify_lineage",
+    "verify_run",
+    "verify_state",
+]

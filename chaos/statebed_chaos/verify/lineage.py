@@ -24,7 +24,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from statebed_store import CheckpointRef, HeaderCache, Storage, StoreFiles, StoreId, check_plan, plan_load
+from statebed_store import CheckpointRef, CommitLog, HeaderCache, Storage, StoreFiles, StoreId, check_plan, plan_load
 from statebed_store.commitlog import CommitRecord, parse_commit
 from statebed_store.errors import CheckpointFileError, LineageError, StorageError, UnplannableError, UsageError
 from statebed_store.inspection import discover_stores, store_index
@@ -125,8 +125,7 @@ def verify_lineage(storage: Storage, *, all_versions: bool = False, cache: Heade
 
 
 def _commit_batches(storage: Storage) -> list[int]:
-    names = [f.name for f in storage.list(COMMITS_DIR)]
-    ids = sorted(int(n) for n in names if n.isascii() and n.isdigit())
+    ids = CommitLog(storage).batch_ids()
     if not ids:
         raise UsageError(f"{storage.display(COMMITS_DIR)}: no commit log entries; is {storage.url} a streaming checkpoint?")
     return ids

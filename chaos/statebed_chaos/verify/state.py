@@ -1,6 +1,6 @@
 """State verifier: is the final committed state what the committed inputs must produce?
 
-Reads a run directory (see `statebed_job.rundir`): the workload and its parameters, the
+Reads a run directory (see `statebed_model.rundir`): the workload and its parameters, the
 input records of every committed batch, the committed outputs (the sink), and the final
 committed state, loaded through statebed's store (or, in native mode, read from Spark's
 own RocksDB checkpoint and translated). Then the workload judges it: an exact oracle for
@@ -21,16 +21,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
-from statebed_job.native_state import native_items
-from statebed_job.rundir import RunDir, RunInfo
-from statebed_job.workloads import get_workload
 
+from statebed_model.native_state import native_items
+from statebed_model.rundir import INPUT_SCHEMA, RunDir, RunInfo
+from statebed_model.workloads import get_workload
 from statebed_store import CheckpointRef, CommitLog, S3Settings, StoreId, open_storage
 from statebed_store.errors import CheckpointFileError, StatebedError, StorageError, UsageError
 from statebed_store.inspection import dump_state
 from statebed_store.storage.base import Storage
 
-from .result import Verdict, merge_verdicts
+from .result import Anomaly, Verdict, merge_verdicts
 
 __all__ = ["RUN_KINDS", "StateReport", "verify_state"]
 
@@ -44,7 +44,7 @@ class StateReport:
     workload: str
     mode: str
     checked: dict[str, int]
-    anomalies: list[dict[str, Any]] = field(default_factory=list)
+    anomalies: list[Anomaly] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
@@ -53,7 +53,7 @@ class StateReport:
             "workload": self.workload,
             "mode": self.mode,
             "checked": self.checked,
-            "anomalies": self.anomalies,
+            "anomalies": [a.to_json() for a in self.anomalies],
             "notes": self.notes,
         }
 
@@ -66,8 +66,8 @@ def _anomaly(
     batches: Iterable[int] = (),
     records: Iterable[int] = (),
     partition: int | None = None,
-) -> dict[str, Any]:
-    return {"kind": kind, "partition": partition, "keys": list(keys), "batches": list(batches), "records": list(records), "detail": detail}
+) -> Anomaly:
+    return Anomaly(kind=kind, partition=partition, keys=list(keys), batches=list(batches), records=list(records), detail=detail)
 
 
 def verify_state(run_dir: str | os.PathLike[str], s3: S3Settings | None = None) -> StateReport:
@@ -80,7 +80,7 @@ def verify_state(run_dir: str | os.PathLike[str], s3: S3Settings | None = None) 
         raise UsageError(f"{loc}: the run's checkpoint does not exist")
     storage = open_storage(loc, s3)
     committed = CommitLog(storage).batch_ids()
-    anomalies: list[dict[str, Any]] = []
+    anomalies: list[Anomaly] = []
     notes: list[str] = []
     verdicts: list[Verdict] = []
 
@@ -109,7 +109,7 @@ def verify_state(run_dir: str | os.PathLike[str], s3: S3Settings | None = None) 
             anomalies.append(_anomaly(f.kind, f.detail, keys=f.keys, batches=f.batches, records=f.records))
     if not committed:
         notes.append("no batch is committed yet")
-    verdicts.append(not [a for a in anomalies if a["kind"] != "missing-input"])
+    verdicts.append(not [a for a in anomalies if a.kind != "missing-input"])
     return StateReport(
         valid=merge_verdicts(verdicts),
         workload=info.workload,
@@ -132,8 +132,6 @@ def _tables(read: Any, batches: list[int], workload_schema: pa.Schema | None) ->
         tables.append(t.append_column("batch", pa.array([b] * t.num_rows, pa.int64())))
     if tables:
         return pa.concat_tables(tables, promote_options="permissive"), missing
-    from statebed_job.rundir import INPUT_SCHEMA
-
     schema = workload_schema or INPUT_SCHEMA
     return schema.append(pa.field("batch", pa.int64())).empty_table(), missing
 

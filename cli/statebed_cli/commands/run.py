@@ -10,12 +10,11 @@ from __future__ import annotations
 import argparse
 import json
 
-from statebed_chaos.verify import EXIT_CODES, merge_verdicts
+from statebed_chaos.verify import EXIT_CODES, merge_verdicts, summarise, verify_run
 from statebed_job.config import JobOptions
-from statebed_job.rundir import RunDir
 from statebed_job.runner import run_job
-from statebed_job.workloads import WORKLOADS
-
+from statebed_model.rundir import RunDir
+from statebed_model.workloads import WORKLOADS
 from statebed_store import S3Settings
 from statebed_store.errors import UsageError
 
@@ -109,7 +108,9 @@ def run(args: argparse.Namespace) -> int:
     s3 = None
     if opts.checkpoint.startswith("s3://"):
         s3 = S3Settings.from_env(args.s3_endpoint, args.s3_access_key, args.s3_secret_key)
-    summary = run_job(args.run_dir, opts, resume=args.resume, master=args.master, s3=s3, verify=not args.no_verify, progress=not args.json)
+    summary = run_job(args.run_dir, opts, resume=args.resume, master=args.master, s3=s3, progress=not args.json)
+    if not args.no_verify:
+        summary.verdicts = summarise(verify_run(summary.run_dir, s3))
     doc = summary.to_json()
     if args.json:
         print(json.dumps(doc, indent=2))

@@ -8,14 +8,11 @@ from __future__ import annotations
 
 import argparse
 import os
-import traceback
 from collections.abc import Callable
 from typing import Any
 
-from statebed_chaos.verify import EXIT_CODES, LineageReport, verify_lineage
-
+from statebed_chaos.verify import EXIT_CODES, CheckCrashed, LineageReport, Report, StateReport, check_safe, verify_lineage, verify_state
 from statebed_store import S3Settings
-from statebed_store.errors import StatebedError
 
 from ..common import add_checkpoint_args, emit_json, open_checkpoint
 
@@ -52,21 +49,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
 VERDICT = {True: "VALID", False: "INVALID", "unknown": "UNKNOWN"}
 
 
-def _check(args: argparse.Namespace, label: str, check: Callable[[], Any], human: Callable[[Any], None]) -> int:
-    """Run a checker; print its report (JSON or `human`); a crashing checker is unknown, never valid."""
-    try:
-        report = check()
-    except StatebedError:
-        raise
-    except Exception as e:  # a bug in the checker must not pass for a verdict
-        doc = {"valid": "unknown", "error": f"checker crashed: {type(e).__name__}: {e}", "trace": traceback.format_exc(limit=5)}
-        if args.json:
-            emit_json(doc)
-        else:
-            print(f"statebed verify {label}: UNKNOWN ({doc['error']})")
-        return EXIT_CODES["unknown"]
+def _check(args: argparse.Namespace, label: str, check: Callable[[], Report], human: Callable[[Any], None]) -> int:
+    """Run a checker through `check_safe`; print its report (JSON or `human`)."""
+    report = check_safe(f"verify {label}", check)
     if args.json:
         emit_json(report.to_json())
+    elif isinstance(report, CheckCrashed):
+        print(f"statebed verify {label}: UNKNOWN ({report.error})")
     else:
         human(report)
         for note in report.notes:
@@ -98,8 +87,6 @@ def run_lineage(args: argparse.Namespace) -> int:
 
 
 def run_state(args: argparse.Namespace) -> int:
-    from statebed_chaos.verify.state import StateReport, verify_state
-
     s3 = _s3(args)
 
     def human(report: StateReport) -> None:
@@ -109,7 +96,7 @@ def run_state(args: argparse.Namespace) -> int:
             f"{c['records']} record(s), {c['partitions']} partition(s), {c['state_entries']} state entries; {len(report.anomalies)} anomalies"
         )
         for a in report.anomalies:
-            print(f"  {a['kind']:<24} {a['detail']}")
+            print(f"  {a.kind:<24} {a.detail}")
 
     return _check(args, f"state {args.run_dir}", lambda: verify_state(args.run_dir, s3), human)
 

@@ -31,7 +31,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from statebed_store.errors import CorruptFileError, MissingFileError, UsageError
+from statebed_store.errors import AlreadyExistsError, CorruptFileError, MissingFileError, UsageError
+from statebed_store.storage import LocalStorage
 
 __all__ = ["INPUT_SCHEMA", "RUN_SCHEMA", "RunDir", "RunInfo"]
 
@@ -94,7 +95,7 @@ class RunDir:
         self.save_info(info)
 
     def save_info(self, info: RunInfo) -> None:
-        _write_atomic(self.info_path, json.dumps(info.to_json(), indent=2).encode() + b"\n")
+        _write(self.root, self.info_path, json.dumps(info.to_json(), indent=2).encode() + b"\n", overwrite=True)
 
     def read_info(self) -> RunInfo:
         path = self.info_path
@@ -103,30 +104,29 @@ class RunDir:
         try:
             doc = json.loads(path.read_bytes())
         except ValueError as e:
-            raise CorruptFileError(str(path), f"not valid JSON ({e})") from None
+            raise UsageError(f"{path}: not valid JSON ({e}); not a usable run directory") from None
         if not isinstance(doc, dict) or doc.get("schema") != RUN_SCHEMA:
-            raise CorruptFileError(
-                str(path),
-                f"unknown run.json schema {doc.get('schema') if isinstance(doc, dict) else doc!r} (this reader knows {RUN_SCHEMA})",
+            raise UsageError(
+                f"{path}: unknown run.json schema {doc.get('schema') if isinstance(doc, dict) else doc!r} (this reader knows {RUN_SCHEMA})"
             )
         try:
             return RunInfo(**doc)
         except TypeError as e:
-            raise CorruptFileError(str(path), f"unexpected or missing fields ({e})") from None
+            raise UsageError(f"{path}: unexpected or missing fields ({e})") from None
 
     # -- batches --------------------------------------------------------------------------
     def write_input(self, batch_id: int, table: pa.Table) -> None:
-        _write_table(self.input_path(batch_id), table.cast(INPUT_SCHEMA), overwrite=True)
+        _write(self.root, self.input_path(batch_id), table_bytes(table.cast(INPUT_SCHEMA)), overwrite=True)
 
     def write_output(self, batch_id: int, table: pa.Table) -> bool:
         """Publish a committed batch's output once; False if it was already there (a rerun)."""
-        return _write_table(self.output_path(batch_id), table, overwrite=False)
+        return _write(self.root, self.output_path(batch_id), table_bytes(table), overwrite=False)
 
     def staged_path(self, batch_id: int) -> Path:
         return self.root / "staged" / f"{batch_id}.parquet"
 
     def stage_output(self, batch_id: int, table: pa.Table) -> None:
-        _write_table(self.staged_path(batch_id), table, overwrite=True)
+        _write(self.root, self.staged_path(batch_id), table_bytes(table), overwrite=True)
 
     def read_staged(self, batch_id: int) -> pa.Table:
         return _read_table(self.staged_path(batch_id))
@@ -148,27 +148,19 @@ class RunDir:
             f.write(json.dumps(record) + "\n")
 
 
-def _write_atomic(path: Path, data: bytes, *, overwrite: bool = True) -> bool:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{time.monotonic_ns()}.tmp")
-    tmp.write_bytes(data)
+def _write(root: Path, path: Path, data: bytes, *, overwrite: bool) -> bool:
+    """Publish a file whole (fsynced temp file, then rename or link); False if create-only and present."""
     try:
-        if overwrite:
-            os.replace(tmp, path)
-            return True
-        try:
-            os.link(tmp, path)
-            return True
-        except FileExistsError:
-            return False
-    finally:
-        tmp.unlink(missing_ok=True)
+        LocalStorage(root).write(str(path.relative_to(root)), data, create_only=not overwrite)
+        return True
+    except AlreadyExistsError:
+        return False
 
 
-def _write_table(path: Path, table: pa.Table, *, overwrite: bool) -> bool:
+def table_bytes(table: pa.Table) -> bytes:
     sink = pa.BufferOutputStream()
     pq.write_table(table, sink)
-    return _write_atomic(path, sink.getvalue().to_pybytes(), overwrite=overwrite)
+    return bytes(sink.getvalue().to_pybytes())
 
 
 def _read_table(path: Path) -> pa.Table:
