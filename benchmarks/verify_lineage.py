@@ -4,8 +4,10 @@ Build (not timed): a driver commits 1000 batches over 3 partitions (small update
 snapshot every 10 versions, a losing attempt every 50 versions so there are orphans) and
 writes the commit log. Timed, alternately: `verify_lineage` (latest plan per store), with
 `all_versions` (a plan per retained version), and the baseline: reading every file of
-the checkpoint once (list + read), which any verifier must at least do. Goal: the
-default check within 10 s on this machine; ratios show the checks' cost over raw reads.
+the checkpoint once (list + read), measured in the same run on the same storage, so
+machine speed and load cancel out. The verifier reads fewer files than that (the latest
+plans' files, the headers of the rest) but parses and cross-checks each one. Goal: the
+default check costs at most 5x reading every file once; `--all-versions` is reported.
 
     python benchmarks/verify_lineage.py [--quick] [--json]
 """
@@ -26,7 +28,7 @@ from statebed_chaos.verify import verify_lineage
 from statebed_store import CommitLog, SnapshotUploader, StateStoreProvider, Storage, StoreId, StoreOptions
 
 NAME = "verify_lineage"
-GOAL_S = 10.0
+GOAL_RATIO = 5.0  # verify / read every file once
 
 
 def build(env: benchlib.Env, partitions: int, versions: int) -> Storage:
@@ -103,11 +105,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             ["variant", "valid", "versions checked", "anomalies", "orphans"],
             [[k, r.valid, r.checked["versions"], len(r.anomalies), len(r.orphans)] for k, r in results.items()],
         )
-        rep.ratio("verify seconds / goal", med["verify (latest plans)"] / GOAL_S, "<=", 1.0, baseline=f"{GOAL_S:.0f} s")
-        rep.ratio("verify / read every file", med["verify (latest plans)"] / med["read every file"], None, None, baseline="read every file")
-        rep.ratio(
-            "all-versions / read every file", med["verify --all-versions"] / med["read every file"], None, None, baseline="read every file"
-        )
+        base = med["read every file"]
+        rep.ratio("verify / read every file", med["verify (latest plans)"] / base, "<=", GOAL_RATIO, baseline="read every file")
+        rep.ratio("all-versions / read every file", med["verify --all-versions"] / base, None, None, baseline="read every file")
         rep.metrics.update(
             build_s=round(build_s, 2),
             files=files,
@@ -117,8 +117,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             versions_checked=default.checked["versions"],
         )
         rep.headline = (
-            f"{partitions} partitions x {versions} versions ({files} files): verify {med['verify (latest plans)']:.2f} s, "
-            f"--all-versions {med['verify --all-versions']:.2f} s, reading every file {med['read every file']:.2f} s"
+            f"{partitions} partitions x {versions} versions ({files} files): verify {med['verify (latest plans)'] / base:.2f}x "
+            f"reading every file once ({med['verify (latest plans)']:.2f} s vs {base:.2f} s), "
+            f"--all-versions {med['verify --all-versions'] / base:.2f}x ({med['verify --all-versions']:.2f} s)"
         )
         return rep.finish()
 

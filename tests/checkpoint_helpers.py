@@ -19,6 +19,9 @@ from statebed_store import (
     StoreId,
     StoreOptions,
 )
+from statebed_store.changelog import parse_changelog
+from statebed_store.checksum import make_sidecar
+from statebed_store.lz4block import compress, decompress
 from statebed_store.naming import StateFileName
 
 STORE = StoreId(0, 0)
@@ -171,3 +174,14 @@ def run_cli(capsys: Any, *argv: str) -> tuple[int, str, str]:
         logger.propagate, logger.level = saved[1], saved[2]
     out, err = capsys.readouterr()
     return code, out, err
+
+
+def rewrite_changelog(storage: Storage, path: str, lineage_json: str) -> None:
+    """Replace a changelog's lineage keeping its records, with a matching sidecar (so only the lineage is wrong)."""
+    data = storage.read(path)
+    payload, _ = decompress(data, file=path)
+    offset = parse_changelog(data, file=path).header.records_offset
+    raw = lineage_json.encode()
+    new = compress(b"\x00\x02v3" + len(raw).to_bytes(2, "big") + raw + payload[offset:])
+    storage.write(path, new)
+    storage.write(path + ".crc", make_sidecar(new))

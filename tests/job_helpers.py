@@ -1,12 +1,16 @@
 """Run the job's driver and tasks in-process, with explicit attempts on named "executors".
 
 The same `BatchDriver` and `run_partition` the Spark job uses; only the scheduling is
-spelled out, so tests can stage the exact races of the seed's appendix.
+spelled out, so tests can stage the exact races of the seed's appendix. It plays Spark's
+file source too: each batch's file goes into Spark's source log (`sources/0/<b>`, Spark's
+format), where the state verifier finds which file a batch read.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
+import posixpath
 from collections.abc import Callable
 from pathlib import Path
 
@@ -16,9 +20,9 @@ import pyarrow as pa
 from statebed_job.config import JobOptions
 from statebed_job.driver import BatchDriver, BatchOutcome
 from statebed_job.task import TaskResult, TaskSpec, run_partition
-from statebed_model.records import records_for
 from statebed_model.rundir import RunDir, RunInfo
-from statebed_store import default_uploader, open_storage
+from statebed_model.sources import SOURCE_LOG, GeneratedSource, IngestSource, open_source, source_log
+from statebed_store import S3Settings, default_uploader, open_storage
 
 
 def partition_of(records: pa.Table, partitions: int) -> list[pa.Table]:
@@ -27,32 +31,68 @@ def partition_of(records: pa.Table, partitions: int) -> list[pa.Table]:
 
 
 class InProcessJob:
-    """A run directory plus a driver whose tasks run here, one executor per local root."""
+    """A run directory plus a driver whose tasks run here, one executor per local root.
 
-    def __init__(self, root: Path, opts: JobOptions) -> None:
-        self.run = RunDir(root)
+    `root` may be an s3:// URL (then `local` holds the executors' RocksDB directories).
+    """
+
+    def __init__(self, root: Path | str, opts: JobOptions, *, s3: S3Settings | None = None, local: Path | None = None) -> None:
+        self.run = RunDir(root, s3, local=local)
         self.opts = opts
-        self.run.create(
-            RunInfo(workload=opts.workload, mode=opts.mode, partitions=opts.partitions, checkpoint=opts.checkpoint, params=opts.to_json())
+        source = (
+            {"kind": "ingest", "landing": opts.landing}
+            if opts.source == "ingest"
+            else GeneratedSource(opts.rows_per_batch, opts.keyspace).describe()
         )
-        self.storage = open_storage(self.run.checkpoint_location(self.run.read_info()))
-        self.driver = BatchDriver(self.run, opts, self.storage)
+        info = RunInfo(
+            workload=opts.workload,
+            mode=opts.mode,
+            partitions=opts.partitions,
+            checkpoint=opts.checkpoint,
+            params=opts.to_json(),
+            source=source,
+        )
+        self.run.create(info)
+        self.source = open_source(info, self.run, s3)
+        self.storage = open_storage(self.run.checkpoint_location(info), s3, create_bucket=s3 is not None)
+        self.driver = BatchDriver(self.run, opts, self.storage, s3)
 
     def executor(self, name: str, spec: TaskSpec) -> TaskSpec:
         return dataclasses.replace(spec, local_root=str(self.run.root / "executors" / name))
 
-    def records(self, batch_id: int) -> pa.Table:
-        r = self.opts.rows_per_batch
-        return records_for(batch_id * r, (batch_id + 1) * r, self.opts.keyspace)
+    def read_files(self, batch_id: int, land: pa.Table | None) -> list[str]:
+        """What Spark's file source does at planning: pick the batch's file, log it (a rerun replays the log)."""
+        path = f"{SOURCE_LOG}/{batch_id}"
+        if self.run.storage.exists(path):
+            return [posixpath.basename(json.loads(line)["path"]) for line in self.run.storage.read(path).decode().splitlines()[1:]]
+        if isinstance(self.source, IngestSource):  # the file `land` lands now, else the oldest no batch read yet
+            if land is not None:
+                seq = self.source.land(land).seq
+            else:
+                read = {int(n.removesuffix(".parquet")) for names in source_log(self.run.storage).values() for n in names}
+                seq = min(set(self.source.landed()) - read)
+            name = posixpath.basename(IngestSource.data_name(seq))
+        else:
+            name = GeneratedSource.file_name(batch_id)
+        entry = {"path": f"file:///source/{name}", "timestamp": 1_000_000 + batch_id, "batchId": batch_id}
+        self.run.storage.write(path, b"v1\n" + json.dumps(entry).encode() + b"\n")
+        return [name]
 
     def batch(
         self,
         batch_id: int,
         inputs: pa.Table | None = None,
         schedule: Callable[[TaskSpec, list[pa.Table]], list[TaskResult]] | None = None,
+        land: pa.Table | None = None,
     ) -> BatchOutcome:
-        """Run a batch; by default every partition once on executor "e0"."""
-        table = self.records(batch_id) if inputs is None else inputs
+        """Run a batch; by default every partition once on executor "e0".
+
+        The batch reads its source file (generated: file `batch_id`; ingest: `land`, landed
+        and acknowledged first); `inputs` replaces what the driver is handed (a driver that
+        saw something other than what the source holds).
+        """
+        names = self.read_files(batch_id, land)
+        table = self.source.records(names) if inputs is None else inputs
 
         def execute(spec: TaskSpec) -> list[TaskResult]:
             parts = partition_of(table, spec.partitions)

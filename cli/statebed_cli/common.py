@@ -14,16 +14,19 @@ from statebed_store.naming import DEFAULT_STORE, check_id
 
 __all__ = [
     "add_checkpoint_args",
+    "add_s3_args",
     "add_store_args",
     "add_target_args",
     "checked_target",
     "emit_json",
     "non_negative_int",
     "open_checkpoint",
+    "open_location",
     "store_from_args",
 ]
 
 EXIT_OK, EXIT_NEGATIVE, EXIT_UNUSABLE = 0, 1, 2
+EXIT_RUN_FAILED, EXIT_PROTOCOL, EXIT_INTERNAL, EXIT_INTERRUPTED = 4, 5, 70, 130
 
 
 def non_negative_int(text: str) -> int:
@@ -38,6 +41,10 @@ def non_negative_int(text: str) -> int:
 
 def add_checkpoint_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("checkpoint", metavar="CKPT", help="checkpoint root: a directory or s3://bucket/prefix")
+    add_s3_args(p)
+
+
+def add_s3_args(p: argparse.ArgumentParser) -> None:
     s3 = p.add_argument_group("S3 (for s3:// checkpoints; defaults from STATEBED_S3_ENDPOINT, AWS_* variables)")
     s3.add_argument("--s3-endpoint", help="e.g. http://127.0.0.1:9000")
     s3.add_argument("--s3-access-key")
@@ -68,12 +75,21 @@ def checked_target(args: argparse.Namespace) -> tuple[int | None, str | None]:
 
 def open_checkpoint(args: argparse.Namespace) -> Storage:
     location: str = args.checkpoint
+    if not location.strip():  # "" would silently mean the current directory
+        raise UsageError(f"CKPT {location!r} is empty: give a checkpoint directory or s3://bucket/prefix")
     if location.startswith("s3://"):
-        return open_storage(location, S3Settings.from_env(args.s3_endpoint, args.s3_access_key, args.s3_secret_key))
+        return open_location(args, location)
     storage = open_storage(location)
     if not os.path.isdir(storage.url):
         raise UsageError(f"checkpoint {storage.url}: no such directory")
     return storage
+
+
+def open_location(args: argparse.Namespace, location: str, *, create: bool = False) -> Storage:
+    """`location` as storage: S3 settings from the `add_s3_args` options (else the environment)."""
+    if location.startswith("s3://"):
+        return open_storage(location, S3Settings.from_env(args.s3_endpoint, args.s3_access_key, args.s3_secret_key), create_bucket=create)
+    return open_storage(location)
 
 
 def store_from_args(args: argparse.Namespace) -> StoreId:

@@ -1,4 +1,9 @@
-"""Entry point of `statebed`. Exit codes: 0 ok, 1 verdict negative, 2 unusable input or usage."""
+"""Entry point of `statebed`: every outcome is an exit code and at most one line on stderr.
+
+Exit codes: 0 ok / valid, 1 verdict negative, 2 unusable input or usage, 3 unknown, 4 the run
+failed (Spark failed, an injected fault fired), 5 a protocol violation was detected, 70 an
+internal error (a bug: one line, the trace only with STATEBED_LOG_LEVEL=DEBUG), 130 interrupted.
+"""
 
 from __future__ import annotations
 
@@ -8,11 +13,11 @@ import sys
 import threading
 from collections.abc import Sequence
 
-from statebed_store.errors import StatebedError
-from statebed_store.log import setup_logging
+from statebed_store.errors import ProtocolViolationError, RunFailedError, StatebedError
+from statebed_store.log import get_logger, setup_logging
 
 from .commands import cluster, demo, dump, ls, plan, run, verify
-from .common import EXIT_UNUSABLE
+from .common import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_PROTOCOL, EXIT_RUN_FAILED, EXIT_UNUSABLE
 
 COMMANDS = (run, verify, cluster, plan, ls, dump, demo)
 
@@ -28,7 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _terminate(signum: int, frame: object) -> None:
+def _terminate(_signum: int, _frame: object) -> None:
     """SIGTERM unwinds like Ctrl-C, so clusters and Spark sessions are stopped by their `finally`."""
     raise KeyboardInterrupt
 
@@ -41,13 +46,38 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.run(args))
     except StatebedError as e:
-        print(f"statebed {args.command}: error: {e}", file=sys.stderr)
-        return EXIT_UNUSABLE
+        get_logger("cli").debug("error", exc_info=True)  # the chain (e.g. Spark's trace) for whoever debugs it
+        print(f"statebed {args.command}: {_kind(e)}: {e}", file=sys.stderr)
+        return exit_code(e)
     except KeyboardInterrupt:
         print(f"statebed {args.command}: interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
     except BrokenPipeError:
         return 0
+    except Exception as e:  # a bug: one line for the user, the trace for whoever debugs it
+        get_logger("cli").debug("internal error", exc_info=True)
+        print(
+            f"statebed {args.command}: internal error: {type(e).__name__}: {e} (run with STATEBED_LOG_LEVEL=DEBUG for the trace)",
+            file=sys.stderr,
+        )
+        return EXIT_INTERNAL
+
+
+def exit_code(e: StatebedError) -> int:
+    """4 for a run that failed, 5 for a protocol violation, 2 for any other (unusable input)."""
+    if isinstance(e, ProtocolViolationError):
+        return EXIT_PROTOCOL
+    if isinstance(e, RunFailedError):
+        return EXIT_RUN_FAILED
+    return EXIT_UNUSABLE
+
+
+def _kind(e: StatebedError) -> str:
+    if isinstance(e, ProtocolViolationError):
+        return "protocol violation"
+    if isinstance(e, RunFailedError):
+        return "run failed"
+    return "error"
 
 
 if __name__ == "__main__":

@@ -4,11 +4,13 @@ Spark only speculates across hosts, and `local-cluster[...]` puts every executor
 host; a standalone worker per loopback address (127.0.0.2, 127.0.0.3, ...) gives each
 executor a host of its own, so speculation works and executors are real JVM processes a
 chaos controller can SIGKILL or SIGSTOP. State lives in `<dir>/cluster.json`: the master
-URL and every PID. Processes are stopped by those PIDs only, never by name.
+URL and every PID with its start time and command line. Processes are stopped by those
+PIDs only, never by name, and only while their identity still matches (`procs`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -20,10 +22,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from statebed_store.errors import StatebedError, UsageError
+from statebed_store.errors import CorruptFileError, RunFailedError, UsageError
+from statebed_store.jsonsafe import loads_strict
+from statebed_store.localfs import atomic_write
 from statebed_store.log import get_logger, kv
 
-__all__ = ["ClusterState", "StandaloneCluster", "process_children", "spark_home"]
+from .procs import IdentityMismatch, ProcessIdentity, children, identify, send_signal
+
+__all__ = ["ClusterState", "StandaloneCluster", "Stopped", "spark_home"]
 
 log = get_logger("cluster")
 READY_TIMEOUT_S = 90.0
@@ -41,46 +47,63 @@ def _free_port(host: str = "127.0.0.1") -> int:
         return int(s.getsockname()[1])
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    stat = Path(f"/proc/{pid}/stat")
-    return not (stat.exists() and stat.read_text().split(")")[-1].split()[0] == "Z")
-
-
-def process_children(pid: int) -> list[int]:
-    """Direct children of `pid` (from /proc), e.g. a worker's executor JVMs."""
-    out = []
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit():
-            continue
-        try:
-            fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[1]) == pid:
-            out.append(int(d.name))
-    return sorted(out)
-
-
-def _cmdline(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
-        return ""
-
-
 @dataclass
 class ClusterState:
+    """`cluster.json`: the master URL and every daemon's PID with its identity (start time and
+    command line), so a stale file whose PIDs were reused can never get an innocent process killed."""
+
     master_url: str
     master_pid: int
     master_web: str
-    workers: list[dict[str, Any]] = field(default_factory=list)  # host, pid, work_dir, log
+    workers: list[dict[str, Any]] = field(default_factory=list)  # host, pid, start_time, cmdline, work_dir, log
     started: float = field(default_factory=time.time)
+    master_start_time: int | None = None
+    master_cmdline: list[str] | None = None
+
+    def master(self) -> ProcessIdentity | None:
+        return _identity(self.master_pid, self.master_start_time, self.master_cmdline)
+
+    def worker(self, w: dict[str, Any]) -> ProcessIdentity | None:
+        return _identity(int(w["pid"]), w.get("start_time"), w.get("cmdline"))
+
+
+def _identity(pid: int, start_time: int | None, cmdline: list[str] | None) -> ProcessIdentity | None:
+    """None when the state file recorded no start time: such a PID cannot be verified, so it is never signalled."""
+    return None if start_time is None else ProcessIdentity(pid, start_time, None if cmdline is None else tuple(cmdline))
+
+
+def _pinned(pid: int, start_time: int) -> tuple[int, list[str] | None]:
+    """(start time, command line) once a daemon runs its JVM (spark-class execs java; the start time stays)."""
+    now = identify(pid)
+    if now is None or now.start_time != start_time:
+        return start_time, None
+    return start_time, list(now.cmdline or ())
+
+
+def _parse_state(path: Path) -> ClusterState:
+    try:
+        doc = loads_strict(path.read_bytes(), file=str(path), what="cluster state")
+        st = ClusterState(**doc)
+        if not isinstance(st.master_pid, int) or not isinstance(st.master_url, str) or not isinstance(st.workers, list):
+            raise TypeError("master_url, master_pid and workers have the wrong types")
+        for w in st.workers:
+            if not isinstance(w, dict) or not isinstance(w.get("pid"), int) or not isinstance(w.get("host"), str):
+                raise TypeError(f"a worker entry is not {{host, pid, ...}}: {w!r}")
+        for ident in (st.master(), *(st.worker(w) for w in st.workers)):
+            if ident is not None:
+                ProcessIdentity.from_json(ident.to_json())
+    except (OSError, CorruptFileError, ValueError, TypeError) as e:
+        why = e.detail if isinstance(e, CorruptFileError) else e
+        raise UsageError(f"{path}: not a usable cluster state file ({why}); remove it if no cluster runs from {path.parent}") from None
+    return st
+
+
+@dataclass
+class Stopped:
+    """What `down` did: the PIDs it signalled, and the recorded processes it refused to signal (and why)."""
+
+    pids: list[int] = field(default_factory=list)
+    refused: list[str] = field(default_factory=list)
 
 
 class StandaloneCluster:
@@ -95,19 +118,18 @@ class StandaloneCluster:
 
     # -- state ------------------------------------------------------------------------------
     def read_state(self) -> ClusterState | None:
+        """The state file, or None; garbage is a UsageError naming the file (exit 2), never a traceback."""
         if not self.state_path.is_file():
             return None
-        return ClusterState(**json.loads(self.state_path.read_text()))
+        return _parse_state(self.state_path)
 
     def _write_state(self, st: ClusterState) -> None:
-        self.dir.mkdir(parents=True, exist_ok=True)
-        tmp = self.state_path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(asdict(st), indent=2))
-        os.replace(tmp, self.state_path)
+        atomic_write(self.state_path, json.dumps(asdict(st), indent=2).encode())
 
     def running(self) -> ClusterState | None:
         st = self.read_state()
-        return st if st is not None and _alive(st.master_pid) else None
+        master = None if st is None else st.master()
+        return st if master is not None and master.alive() else None
 
     # -- lifecycle ----------------------------------------------------------------------------
     def _spawn(self, args: list[str], host: str, log_path: Path) -> subprocess.Popen[bytes]:
@@ -130,10 +152,17 @@ class StandaloneCluster:
             "127.0.0.1",
             self.dir / "master.log",
         )
-        st = ClusterState(master_url=f"spark://127.0.0.1:{port}", master_pid=master.pid, master_web=f"http://127.0.0.1:{web}")
+        st = ClusterState(
+            master_url=f"spark://127.0.0.1:{port}",
+            master_pid=master.pid,
+            master_web=f"http://127.0.0.1:{web}",
+            master_start_time=_start_time(master),
+        )
         self._write_state(st)
         try:
             self._wait(lambda: self._master_json(st) is not None, "the master to start", master)
+            st.master_start_time, st.master_cmdline = _pinned(master.pid, _start_time(master))
+            self._write_state(st)
             for i in range(self.n_workers):
                 host = f"127.0.0.{i + 2}"
                 work = self.dir / f"worker-{i + 1}"
@@ -155,9 +184,21 @@ class StandaloneCluster:
                     host,
                     self.dir / f"worker-{i + 1}.log",
                 )
-                st.workers.append({"host": host, "pid": proc.pid, "work_dir": str(work), "log": str(self.dir / f"worker-{i + 1}.log")})
+                st.workers.append(
+                    {
+                        "host": host,
+                        "pid": proc.pid,
+                        "start_time": _start_time(proc),
+                        "cmdline": None,
+                        "work_dir": str(work),
+                        "log": str(self.dir / f"worker-{i + 1}.log"),
+                    }
+                )
                 self._write_state(st)
             self._wait(lambda: self._alive_workers(st) >= self.n_workers, f"{self.n_workers} workers to register", master)
+            for w in st.workers:
+                w["start_time"], w["cmdline"] = _pinned(w["pid"], w["start_time"])
+            self._write_state(st)
         except BaseException:
             self.down()
             raise
@@ -181,61 +222,85 @@ class StandaloneCluster:
             if ready():
                 return
             if master.poll() is not None:
-                raise StatebedError(f"Spark master exited ({master.returncode}) while waiting for {what}; see {self.dir / 'master.log'}")
+                raise RunFailedError(f"Spark master exited ({master.returncode}) while waiting for {what}; see {self.dir / 'master.log'}")
             time.sleep(0.3)
-        raise StatebedError(f"timed out after {READY_TIMEOUT_S:.0f}s waiting for {what}; see the logs in {self.dir}")
+        raise RunFailedError(f"timed out after {READY_TIMEOUT_S:.0f}s waiting for {what}; see the logs in {self.dir}")
 
     def executors(self) -> list[dict[str, Any]]:
-        """Executor JVMs (children of the workers): what chaos controllers kill or pause."""
+        """Executor JVMs (children of verified workers): what chaos targets kill or pause."""
         st = self.read_state()
         if st is None:
             return []
         out = []
         for w in st.workers:
-            for pid in process_children(int(w["pid"])):
-                if "CoarseGrainedExecutorBackend" in _cmdline(pid):
-                    out.append({"host": w["host"], "pid": pid, "worker_pid": w["pid"]})
+            worker = st.worker(w)
+            if worker is None or not worker.alive():
+                continue
+            for pid in children(worker.pid):
+                ident = identify(pid)
+                if ident is not None and "org.apache.spark.executor.CoarseGrainedExecutorBackend" in (ident.cmdline or ()):
+                    out.append({"host": w["host"], "pid": pid, "worker_pid": worker.pid, **ident.to_json()})
         return out
 
     def status(self) -> dict[str, Any]:
         st = self.read_state()
         if st is None:
             return {"running": False, "dir": str(self.dir)}
+        master = st.master()
+        alive = master is not None and master.alive()
         return {
-            "running": _alive(st.master_pid),
+            "running": alive,
             "dir": str(self.dir),
-            "master": {"url": st.master_url, "pid": st.master_pid, "alive": _alive(st.master_pid), "web": st.master_web},
-            "workers": [{**w, "alive": _alive(int(w["pid"]))} for w in st.workers],
+            "master": {"url": st.master_url, "pid": st.master_pid, "alive": alive, "web": st.master_web},
+            "workers": [{**w, "alive": (ident := st.worker(w)) is not None and ident.alive()} for w in st.workers],
             "executors": self.executors(),
         }
 
-    def down(self, timeout_s: float = 15.0) -> list[int]:
-        """Stop executors, workers and master by PID (TERM, then KILL); returns the PIDs signalled."""
+    def down(self, timeout_s: float = 15.0) -> Stopped:
+        """Stop executors, workers and master (TERM, then KILL), each only after its identity checks out.
+
+        A recorded PID that now belongs to another process (a stale state file) is refused, not signalled."""
         st = self.read_state()
         if st is None:
-            return []
-        pids = [e["pid"] for e in self.executors()] + [int(w["pid"]) for w in st.workers] + [st.master_pid]
-        for pid in pids:
-            _signal(pid, signal.SIGCONT)  # a paused process cannot exit
-            _signal(pid, signal.SIGTERM)
+            return Stopped()
+        done = Stopped()
+        recorded: list[tuple[str, int, ProcessIdentity | None]] = [
+            ("executor", e["pid"], ProcessIdentity.from_json(e)) for e in self.executors()
+        ]
+        recorded += [(f"worker {w['host']}", w["pid"], st.worker(w)) for w in st.workers] + [("master", st.master_pid, st.master())]
+        targets: list[ProcessIdentity] = []
+        for role, pid, ident in recorded:
+            if ident is not None and ident.alive():
+                targets.append(ident)
+            elif identify(pid) is not None:  # someone holds the PID, and it is not what was recorded
+                why = "no start time was recorded, so it cannot be verified" if ident is None else ident.mismatch()
+                done.refused.append(f"{role} pid {pid} from {self.state_path}: {why}; not signalled")
+        for ident in targets:
+            _signal(ident, signal.SIGCONT)  # a paused process cannot exit
+            _signal(ident, signal.SIGTERM)
         deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline and any(_alive(p) for p in pids):
+        while time.monotonic() < deadline and any(t.alive() for t in targets):
             time.sleep(0.2)
-        for pid in pids:
-            if _alive(pid):
-                _signal(pid, signal.SIGKILL)
-        for pid in pids:
+        for ident in targets:
+            _signal(ident, signal.SIGKILL)
             try:
-                os.waitpid(pid, os.WNOHANG)  # reap our own children
+                os.waitpid(ident.pid, os.WNOHANG)  # reap our own children
             except ChildProcessError:
                 pass
         self.state_path.unlink(missing_ok=True)
-        log.info("cluster down", extra=kv(pids=pids))
-        return pids
+        done.pids = [t.pid for t in targets]
+        log.info("cluster down", extra=kv(pids=done.pids, refused=len(done.refused)))
+        return done
 
 
-def _signal(pid: int, sig: int) -> None:
-    try:
-        os.kill(pid, sig)
-    except ProcessLookupError:
-        pass
+def _signal(ident: ProcessIdentity, sig: int) -> None:
+    """Signal a verified process; one that exited meanwhile (or whose PID moved on) is left alone."""
+    with contextlib.suppress(IdentityMismatch):
+        send_signal(ident, sig)
+
+
+def _start_time(proc: subprocess.Popen[bytes]) -> int:
+    ident = identify(proc.pid)
+    if ident is None:
+        raise RunFailedError(f"a Spark daemon exited at once ({proc.args!r}); see the logs in its directory")
+    return ident.start_time

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import secrets
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
+from statebed_store.config import MAX_SNAPSHOT_INTERVAL
 from statebed_store.errors import UsageError
 
 __all__ = ["SPECULATION_CONF", "JobOptions"]
@@ -38,7 +40,12 @@ class JobOptions:
     # Make attempt 0 of one task slow but alive after its commit ("batch:partition:ms"):
     # Spark then launches a speculative copy and both attempts write files.
     slow_task: str | None = None
+    source: str = "generated"  # or "ingest": read what has landed in `landing` (see statebed_model.sources)
+    landing: str | None = None  # the ingest landing area (a local directory: Spark reads its data/)
     extra_conf: dict[str, str] = field(default_factory=dict)
+    # Every random choice of a task derives from (seed, batch, partition, attempt), so a run
+    # replays; None draws one (saved in run.json). Checkpoint ids stay random: they must be unique.
+    seed: int | None = None
 
     def __post_init__(self) -> None:
         if self.mode not in ("v2", "v1", "native"):
@@ -46,16 +53,38 @@ class JobOptions:
         if self.cluster not in ("local", "standalone"):
             raise UsageError(f"cluster must be local or standalone, got {self.cluster!r}")
         for name in ("batches", "partitions", "rows_per_batch", "keyspace", "workers", "snapshot_interval"):
-            if int(getattr(self, name)) < 1:
-                raise UsageError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(self, name)}")
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise UsageError(f"--{name.replace('_', '-')} must be an integer >= 1, got {value!r}")
+        if self.snapshot_interval > MAX_SNAPSHOT_INTERVAL:
+            raise UsageError(
+                f"--snapshot-interval must be <= {MAX_SNAPSHOT_INTERVAL} (a lineage must fit 64 KiB), got {self.snapshot_interval}"
+            )
+        if self.workers > 20:
+            raise UsageError(f"--workers must be 1..20, got {self.workers}")
+        for name in ("workload", "checkpoint"):
+            if not isinstance(getattr(self, name), str) or not getattr(self, name):
+                raise UsageError(f"{name} must be a non-empty string, got {getattr(self, name)!r}")
+        if not isinstance(self.extra_conf, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in self.extra_conf.items()):
+            raise UsageError(f"--conf must be KEY=VALUE strings, got {self.extra_conf!r}")
         if self.slow_task is not None:
             self.slow_task_spec()
+        if self.seed is None:
+            self.seed = secrets.randbits(32)
+        if not isinstance(self.seed, int) or isinstance(self.seed, bool) or not 0 <= self.seed < 2**63:
+            raise UsageError(f"--seed must be an integer in 0..2^63-1, got {self.seed!r}")
+        if self.source not in ("generated", "ingest"):
+            raise UsageError(f"--source must be generated or ingest, got {self.source!r}")
+        if (self.source == "ingest") != (self.landing is not None):
+            raise UsageError("--source ingest needs --landing DIR (and --landing needs --source ingest)")
 
     def slow_task_spec(self) -> tuple[int, int, int] | None:
         if self.slow_task is None:
             return None
         try:
-            b, p, ms = (int(x) for x in self.slow_task.split(":"))
+            b, p, ms = (int(x) for x in str(self.slow_task).split(":"))
+            if min(b, p, ms) < 0:
+                raise ValueError
         except ValueError:
             raise UsageError(f"--slow-task wants BATCH:PARTITION:MILLISECONDS, got {self.slow_task!r}") from None
         return b, p, ms

@@ -28,7 +28,7 @@ from statebed_model.rundir import RunDir
 from statebed_model.workloads import get_workload
 from statebed_store import CommitLog, S3Settings, StoreOptions, failpoints
 from statebed_store.commitlog import base_commit
-from statebed_store.errors import BaseIdMismatchError, StatebedError
+from statebed_store.errors import BaseIdMismatchError, ProtocolViolationError, StatebedError
 from statebed_store.log import get_logger, kv
 from statebed_store.storage.base import Storage
 
@@ -40,6 +40,10 @@ __all__ = ["BatchDriver", "BatchOutcome"]
 log = get_logger("driver")
 OPERATOR = 0
 
+# The job's own failpoints: the store knows nothing of the job, so they are registered here.
+failpoints.register("driver.sink.before", "job driver: after the commit log, before the sink output (drop: skip the sink write)")
+failpoints.register("driver.batch.end", "job driver: after the sink output, before Spark records the batch (drop: no effect)")
+
 Execute = Callable[[TaskSpec], list[TaskResult]]
 
 
@@ -50,7 +54,6 @@ class BatchOutcome:
     records: int = 0
     seconds: float = 0.0
     results: list[TaskResult] = field(default_factory=list)
-    output_rows: int = 0
 
 
 class BatchDriver:
@@ -62,6 +65,8 @@ class BatchDriver:
         self.log = CommitLog(storage)
         self.workload = get_workload(opts.workload)
         self.store_options = StoreOptions(format="v1" if opts.mode == "v1" else "v2", snapshot_interval=opts.snapshot_interval)
+        # The first error of ours a batch raised: Spark wraps it in its own, the runner reports this one.
+        self.failure: StatebedError | None = None
 
     def spec(self, batch_id: int) -> TaskSpec:
         prev = base_commit(self.log, batch_id)
@@ -74,13 +79,21 @@ class BatchDriver:
             batch_id=batch_id,
             base_ids=base_ids,
             options=self.store_options,
-            local_root=str(self.run.root / "local-state"),
+            local_root=str(self.run.local_state),
             slow=self.opts.slow_task_spec(),
+            seed=self.opts.seed or 0,
         )
 
     def process(self, batch_id: int, inputs: pa.Table | Callable[[], pa.Table], execute: Execute) -> BatchOutcome:
+        try:
+            return self._process(batch_id, inputs, execute)
+        except StatebedError as e:
+            self.failure = self.failure or e
+            raise
+
+    def _process(self, batch_id: int, inputs: pa.Table | Callable[[], pa.Table], execute: Execute) -> BatchOutcome:
         t0 = time.perf_counter()
-        if batch_id >= self.opts.batches:
+        if self.opts.source == "generated" and batch_id >= self.opts.batches:  # ingest: every landed file counts
             return BatchOutcome(batch_id, "skipped")
         if self.log.read(batch_id) is not None:
             return self._reemit(batch_id, t0)
@@ -112,7 +125,7 @@ class BatchDriver:
             }
         )
         log.info("batch committed", extra=kv(batch=batch_id, records=table.num_rows, seconds=round(seconds, 3)))
-        return BatchOutcome(batch_id, "committed", table.num_rows, seconds, chosen, outputs.num_rows)
+        return BatchOutcome(batch_id, "committed", table.num_rows, seconds, chosen)
 
     def _one_per_partition(self, results: list[TaskResult], spec: TaskSpec) -> list[TaskResult]:
         by_part: dict[int, TaskResult] = {}
@@ -120,11 +133,11 @@ class BatchDriver:
             by_part.setdefault(r.partition, r)
         missing = sorted(set(range(self.opts.partitions)) - by_part.keys())
         if missing:
-            raise StatebedError(f"batch {spec.batch_id}: no task result for partition(s) {missing}")
+            raise ProtocolViolationError(f"batch {spec.batch_id}: no task result for partition(s) {missing}")
         chosen = [by_part[p] for p in range(self.opts.partitions)]
         for r in chosen:
             if r.version != spec.batch_id + 1:
-                raise StatebedError(
+                raise ProtocolViolationError(
                     f"batch {spec.batch_id} partition {r.partition}: task committed version {r.version}, expected {spec.batch_id + 1}"
                 )
             expected = spec.base_ids[r.partition]
@@ -143,7 +156,7 @@ class BatchDriver:
 
     def _reemit(self, batch_id: int, t0: float) -> BatchOutcome:
         """A decided batch run again (driver restart): re-publish its staged output, recompute nothing."""
-        if not self.run.output_path(batch_id).exists():
+        if not self.run.has_output(batch_id):
             self._publish(batch_id, self.run.read_staged(batch_id))
             log.warning("re-emitted the output of an already committed batch", extra=kv(batch=batch_id))
         self.run.append_timing({"batch": batch_id, "status": "re-emitted", "seconds": round(time.perf_counter() - t0, 4)})

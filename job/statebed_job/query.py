@@ -1,8 +1,9 @@
 """The streaming queries: statebed's store behind `foreachBatch`, or Spark's own (native).
 
-Both read the same source: Parquet files of `(id, key, value)` records in `<run>/source/`,
-one file per batch (`maxFilesPerTrigger=1`, `Trigger.AvailableNow`), so a run processes
-exactly the batches it generated and stops, and both modes see identical batches.
+Both read the run's source (`statebed_model.sources`): Parquet files of `(id, key, value)`
+records in one local directory (`<run>/source/` generated, or an ingest landing area's
+`data/`), one file per batch (`maxFilesPerTrigger=1`, `Trigger.AvailableNow`), so a run
+processes exactly the files there when it starts, and both modes see identical batches.
 
 statebed mode: `foreachBatch(df, b)` hands the batch to `BatchDriver`: the input is
 recorded, `df.repartition(P, key).mapInArrow(run_task)` runs one task per state partition,
@@ -17,21 +18,17 @@ batch's input is read from the source file Spark's source log names.
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections.abc import Callable
 from functools import partial
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
-from statebed_model.records import records_for
-from statebed_model.rundir import INPUT_SCHEMA, RunDir, table_bytes
+from statebed_model.rundir import INPUT_SCHEMA, RunDir
+from statebed_model.sources import Source, batch_source_files
 from statebed_model.workloads import get_workload
-from statebed_store.errors import StatebedError, UsageError
-from statebed_store.storage import LocalStorage
+from statebed_store.errors import UsageError
 
 from .config import JobOptions
 from .driver import BatchDriver, BatchOutcome
@@ -41,43 +38,25 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.streaming.query import StreamingQuery
 
-__all__ = ["generate_source", "source_dir", "start_query"]
+__all__ = ["start_query"]
 
 OnBatch = Callable[[BatchOutcome], None]
 
 
-def source_dir(run: RunDir) -> Path:
-    return run.root / "source"
+def _source(spark: SparkSession, source: Source) -> DataFrame:
+    return spark.readStream.schema("id long, key long, value long").option("maxFilesPerTrigger", 1).parquet(str(source.stream_dir()))
 
 
-def generate_source(run: RunDir, opts: JobOptions) -> int:
-    """Write the input file of every batch not written yet; mtimes increase with the batch."""
-    d = source_dir(run)
-    d.mkdir(parents=True, exist_ok=True)
-    made = 0
-    for b in range(opts.batches):
-        path = d / f"{b:06d}.parquet"
-        if path.exists():
-            continue
-        r = opts.rows_per_batch
-        LocalStorage(d).write(path.name, table_bytes(records_for(b * r, (b + 1) * r, opts.keyspace)))
-        os.utime(path, (1_000_000 + b, 1_000_000 + b))
-        made += 1
-    return made
-
-
-def _source(spark: SparkSession, run: RunDir) -> DataFrame:
-    return spark.readStream.schema("id long, key long, value long").option("maxFilesPerTrigger", 1).parquet(str(source_dir(run)))
-
-
-def start_query(spark: SparkSession, run: RunDir, opts: JobOptions, driver: BatchDriver | None, on_batch: OnBatch) -> StreamingQuery:
+def start_query(
+    spark: SparkSession, run: RunDir, opts: JobOptions, source: Source, driver: BatchDriver | None, on_batch: OnBatch
+) -> StreamingQuery:
     if opts.mode == "native":
-        df = _native_transform(_source(spark, run), opts)
-        handler = partial(_native_batch, run, opts, on_batch)
+        df = _native_transform(_source(spark, source), opts)
+        handler = partial(_native_batch, run, opts, source, on_batch)
         writer = df.writeStream.outputMode("update").foreachBatch(handler)
     else:
         assert driver is not None
-        writer = _source(spark, run).writeStream.foreachBatch(partial(_statebed_batch, driver, on_batch))
+        writer = _source(spark, source).writeStream.foreachBatch(partial(_statebed_batch, driver, on_batch))
     return (
         writer.option("checkpointLocation", str(run.spark_checkpoint))
         .queryName(f"statebed-{opts.workload}-{opts.mode}")
@@ -116,28 +95,14 @@ def _native_transform(src: DataFrame, opts: JobOptions) -> DataFrame:
     raise UsageError(f"native mode runs the count workload only so far (asked: {opts.workload})")
 
 
-def batch_source_files(spark_checkpoint: Path, batch_id: int) -> list[str]:
-    """The files Spark's file source read in `batch_id`, from its source log.
-
-    Every 10th entry is a compaction (`<b>.compact`) holding all entries so far; each
-    entry names its batch, so both forms are read the same way.
-    """
-    base = spark_checkpoint / "sources" / "0"
-    log = next((p for p in (base / str(batch_id), base / f"{batch_id}.compact") if p.is_file()), None)
-    if log is None:
-        raise StatebedError(f"{base}: Spark's source log has no entry for batch {batch_id}")
-    entries = [json.loads(line) for line in log.read_text().splitlines()[1:] if line.strip()]
-    return [e["path"].removeprefix("file://") for e in entries if e.get("batchId") == batch_id]
-
-
-def _native_batch(run: RunDir, opts: JobOptions, on_batch: OnBatch, df: DataFrame, batch_id: int) -> None:
+def _native_batch(run: RunDir, opts: JobOptions, source: Source, on_batch: OnBatch, df: DataFrame, batch_id: int) -> None:
     t0 = time.perf_counter()
     workload = get_workload(opts.workload)
     out = df.toArrow()
     table = pa.table({f.name: out[f.name].cast(f.type) for f in workload.output_schema}, schema=workload.output_schema)
-    inputs = pa.concat_tables([pq.read_table(p).cast(INPUT_SCHEMA) for p in batch_source_files(run.spark_checkpoint, batch_id)])
+    inputs = source.records(batch_source_files(run.storage, batch_id))
     run.write_input(batch_id, inputs)
     run.write_output(batch_id, table)
     seconds = time.perf_counter() - t0
     run.append_timing({"batch": batch_id, "status": "committed", "seconds": round(seconds, 4), "records": inputs.num_rows})
-    on_batch(BatchOutcome(batch_id, "committed", inputs.num_rows, seconds, output_rows=table.num_rows))
+    on_batch(BatchOutcome(batch_id, "committed", inputs.num_rows, seconds))

@@ -10,25 +10,29 @@ clear error and nothing else.
 from __future__ import annotations
 
 import contextlib
+import os
+import re
 import statistics
 import sys
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TextIO
 
 from statebed_model.rundir import RunDir, RunInfo
+from statebed_model.sources import GeneratedSource, Source, open_source
 from statebed_model.workloads import get_workload
-from statebed_store import CommitLog, S3Settings, open_storage
-from statebed_store.errors import StatebedError, UsageError
+from statebed_store import CommitLog, S3Settings, failpoints, open_storage
+from statebed_store.errors import QueryFailedError, StatebedError, UsageError
 from statebed_store.log import get_logger, kv
+from statebed_store.naming import COMMITS_DIR
 from statebed_store.storage.base import Storage
 
 from .cluster import StandaloneCluster
 from .config import JobOptions
 from .driver import BatchDriver, BatchOutcome
-from .query import generate_source, start_query
+from .query import start_query
 
 __all__ = ["RunSummary", "default_run_dir", "run_job"]
 
@@ -50,6 +54,7 @@ class RunSummary:
     batch_p50_s: float | None
     batch_p99_s: float | None
     statuses: dict[str, int] = field(default_factory=dict)
+    seed: int | None = None  # the run's seed (`--seed`): replays every task's random choices
     verdicts: dict[str, Any] = field(default_factory=dict)  # filled by whoever judges the run (the CLI)
 
     def to_json(self) -> dict[str, Any]:
@@ -96,13 +101,13 @@ def _check_checkpoint(storage: Storage, run: RunDir, opts: JobOptions, resume: b
         return
     if not resume:
         raise UsageError(
-            f"{storage.display('commits')} already holds {len(batches)} committed batch(es) of another run: "
+            f"{storage.display(COMMITS_DIR)} already holds {len(batches)} committed batch(es) of another run: "
             f"use a new --checkpoint, or `statebed run --resume {run.root}` to continue that run"
         )
     latest = log_.read(batches[-1])
     if latest is not None and opts.mode != "native" and (latest.state_ids is None) != (opts.mode == "v1"):
         kind = "V1" if latest.state_ids is None else "V2"
-        raise UsageError(f"{storage.display('commits')} was written in {kind} format; this run asks for {opts.mode}")
+        raise UsageError(f"{storage.display(COMMITS_DIR)} was written in {kind} format; this run asks for {opts.mode}")
 
 
 @contextlib.contextmanager
@@ -132,7 +137,10 @@ def run_job(
     run = RunDir(run_dir or default_run_dir(opts))
     if resume:
         info = run.read_info()
-        saved = JobOptions(**info.params)
+        try:
+            saved = JobOptions(**info.params)
+        except (TypeError, UsageError) as e:
+            raise UsageError(f"{run.info_path}: the saved run parameters are unusable ({e})") from None
         if (saved.workload, saved.mode, saved.partitions) != (opts.workload, opts.mode, opts.partitions):
             raise UsageError(
                 f"{run.root} ran {saved.workload}/{saved.mode} on {saved.partitions} partitions; "
@@ -143,7 +151,7 @@ def run_job(
         if opts.batches < saved.batches:
             raise UsageError(f"{run.root} already asked for {saved.batches} batches; --batches cannot shrink on resume")
     else:
-        if run.info_path.exists():
+        if run.exists():
             raise UsageError(f"{run.root} already holds a run: use --resume to continue it, or another --run-dir")
         get_workload(opts.workload)
         info = RunInfo(
@@ -152,17 +160,21 @@ def run_job(
             partitions=opts.partitions,
             checkpoint="spark-checkpoint" if opts.mode == "native" else opts.checkpoint,
             params=opts.to_json(),
+            source=_source_description(opts),
         )
+    if info.source and info.source != _source_description(opts):
+        raise UsageError(f"{run.root} read the source {info.source}; a resumed run cannot change it (asked {_source_description(opts)})")
     loc = run.checkpoint_location(info)
     storage = open_storage(loc, s3, create_bucket=loc.startswith("s3://"))
     if opts.mode != "native":
         _check_checkpoint(storage, run, opts, resume)
+    source = open_source(info, run, s3)
+    opts = replace(opts, batches=source.prepare(opts.batches))  # ingest: the files that have landed
+    info.params = opts.to_json()
     if not resume:
         run.create(info)
     else:
-        info.params = opts.to_json()
         run.save_info(info)
-    generate_source(run, opts)
     bar = _Progress(opts.batches, enabled=progress)
     statuses: dict[str, int] = {}
 
@@ -172,7 +184,7 @@ def run_job(
 
     t0 = time.perf_counter()
     with _master(opts, run, master) as master_url:
-        progress_rows = _stream(run, opts, storage, s3, master_url, on_batch)
+        progress_rows = _stream(run, opts, source, storage, s3, master_url, on_batch)
     seconds = time.perf_counter() - t0
     durations = [p["durationMs"]["triggerExecution"] / 1000 for p in progress_rows if "durationMs" in p]
     records = bar.records  # Spark's numInputRows counts a source read twice in statebed mode (input log + tasks)
@@ -190,20 +202,44 @@ def run_job(
         batch_p50_s=round(statistics.median(durations), 3) if durations else None,
         batch_p99_s=round(_p99(durations), 3) if durations else None,
         statuses=statuses,
+        seed=opts.seed,
     )
     log.info("run finished", extra=kv(run=str(run.root), seconds=summary.seconds))
     return summary
 
 
-def _spark_error(e: BaseException, what: str) -> StatebedError:
-    """Spark and py4j errors as one line a user can act on (the JVM's trace stays in the cause)."""
-    first = next((line for line in str(e).splitlines() if line.strip()), type(e).__name__)
-    return StatebedError(f"{what}: {first}")
+def _spark_error(e: BaseException, what: str, driver: BatchDriver | None = None) -> StatebedError:
+    """Spark and py4j errors as one line a user can act on (the JVM's trace stays in the cause).
+
+    Spark wraps an error of our own `foreachBatch` in its own; the driver keeps the original,
+    so a protocol violation or an injected fault keeps its class (and exit code).
+    """
+    if driver is not None and driver.failure is not None:
+        return driver.failure
+    lines = [line.strip() for line in str(e).splitlines() if line.strip()]
+    python = [m for m in map(_PYTHON_ERROR.match, lines) if m]  # a task's own error, from the worker's traceback
+    if python:
+        return QueryFailedError(f"{what}: a task failed: {python[-1].group(1)}: {python[-1].group(2)}")
+    return QueryFailedError(f"{what}: {lines[0] if lines else type(e).__name__}")
 
 
-def _stream(run: RunDir, opts: JobOptions, storage: Storage, s3: S3Settings | None, master_url: str, on_batch: Any) -> list[dict[str, Any]]:
+# The last line of a Python traceback Spark embeds in its error: `statebed_store.errors.InjectedFault: ...`.
+_PYTHON_ERROR = re.compile(r"^(?:[A-Za-z_]\w*\.)*([A-Z]\w*(?:Error|Exception|Fault)): (.+)$")
+
+
+def _source_description(opts: JobOptions) -> dict[str, Any]:
+    """What run.json records of the source, so the verifier can rebuild its ground truth."""
+    if opts.source == "ingest":
+        assert opts.landing is not None
+        return {"kind": "ingest", "landing": opts.landing if opts.landing.startswith("s3://") else os.path.abspath(opts.landing)}
+    return GeneratedSource(opts.rows_per_batch, opts.keyspace).describe()
+
+
+def _stream(
+    run: RunDir, opts: JobOptions, source: Source, storage: Storage, s3: S3Settings | None, master_url: str, on_batch: Any
+) -> list[dict[str, Any]]:
     """Start the session and the query, wait until every batch ran, stop the session."""
-    from .session import build_session
+    from .session import build_session, failpoint_control
     from .task import close_providers
 
     try:
@@ -212,22 +248,25 @@ def _stream(run: RunDir, opts: JobOptions, storage: Storage, s3: S3Settings | No
         if type(e).__module__.startswith(("pyspark", "py4j")):
             raise _spark_error(e, "Spark did not start") from e
         raise
+    previous_control = failpoints.use_control(failpoint_control(run))  # the driver follows it too
+    driver: BatchDriver | None = None
     try:
         driver = None if opts.mode == "native" else BatchDriver(run, opts, storage, s3)
-        query = start_query(spark, run, opts, driver, on_batch)
+        query = start_query(spark, run, opts, source, driver, on_batch)
         try:
             query.awaitTermination()
         except KeyboardInterrupt:
             query.stop()
             raise
         if query.exception() is not None:
-            raise _spark_error(query.exception(), "the streaming query failed")  # type: ignore[arg-type]
+            raise _spark_error(query.exception(), "the streaming query failed", driver)  # type: ignore[arg-type]
         return [p for p in query.recentProgress if p.get("numInputRows")] if query.recentProgress else []
     except Exception as e:
         if type(e).__module__.startswith(("pyspark", "py4j")):
-            raise _spark_error(e, "the streaming query failed") from e
+            raise _spark_error(e, "the streaming query failed", driver) from e
         raise
     finally:
+        failpoints.use_control(previous_control)
         close_providers()
         spark.stop()
 

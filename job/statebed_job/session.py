@@ -8,13 +8,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from statebed_model.rundir import RunDir
+from statebed_store import failpoints
 
 from .config import SPECULATION_CONF, JobOptions
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["NATIVE_CONF", "build_session", "spark_conf"]
+__all__ = ["NATIVE_CONF", "build_session", "failpoint_control", "spark_conf"]
 
 # Spark's own RocksDB store with checkpoint format V2 (native mode).
 NATIVE_CONF = {
@@ -40,6 +41,12 @@ _FORWARDED_ENV = (
 
 
 LOG4J = Path(__file__).with_name("log4j2.properties")
+
+
+def failpoint_control(run: RunDir) -> Path:
+    """The run's failpoint control file (STATEBED_FAILPOINTS_CONTROL, else `<run>/failpoints/control.json`):
+    every process of the run follows it, so failpoints can be armed mid-run."""
+    return Path(os.environ.get(failpoints.CONTROL_ENV) or run.root / "failpoints" / "control.json").absolute()
 
 
 def spark_conf(opts: JobOptions, run: RunDir, master: str) -> dict[str, str]:
@@ -81,6 +88,7 @@ def spark_conf(opts: JobOptions, run: RunDir, master: str) -> dict[str, str]:
     for name in _FORWARDED_ENV:
         if os.environ.get(name):
             conf[f"spark.executorEnv.{name}"] = os.environ[name]
+    conf[f"spark.executorEnv.{failpoints.CONTROL_ENV}"] = str(failpoint_control(run))
     conf.update(opts.extra_conf)
     return conf
 

@@ -8,16 +8,17 @@ and the batch's output rows as Arrow IPC bytes. The driver keeps one row per par
 
 Providers live as long as the Python worker (`spark.python.worker.reuse`), one per
 (checkpoint, partition), with their local RocksDB under a per-host directory, so a task
-that lands where the partition ran last batch finds its state open.
+that lands where the partition ran last batch finds its state open; past `MAX_PROVIDERS`
+the least recently used one is closed.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import secrets
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,7 +28,7 @@ import pyarrow as pa
 
 from statebed_model.rundir import INPUT_SCHEMA
 from statebed_model.workloads import TaskContext, get_workload
-from statebed_store import S3Settings, StateStoreProvider, StoreId, StoreOptions, open_storage
+from statebed_store import S3Settings, StateStoreProvider, StoreId, StoreOptions, failpoints, open_storage
 from statebed_store.log import get_logger, kv
 
 __all__ = [
@@ -35,11 +36,13 @@ __all__ = [
     "RESULT_SCHEMA",
     "TaskResult",
     "TaskSpec",
+    "cached_providers",
     "close_providers",
     "ipc_to_table",
     "run_partition",
     "run_task",
     "table_to_ipc",
+    "task_rng",
 ]
 
 log = get_logger("task")
@@ -78,6 +81,7 @@ class TaskSpec:
     options: StoreOptions
     local_root: str
     slow: tuple[int, int, int] | None = None  # (batch, partition, ms): make attempt 0 slow after commit
+    seed: int = 0  # the run's seed: a task's random choices derive from (seed, batch, partition, attempt)
 
 
 @dataclass(frozen=True)
@@ -103,7 +107,11 @@ def ipc_to_table(data: bytes) -> pa.Table:
     return pa.ipc.open_stream(pa.py_buffer(data)).read_all()
 
 
-_PROVIDERS: dict[tuple[str, int, StoreOptions], StateStoreProvider] = {}
+# Open providers of this worker, least recently used first. Each holds an open RocksDB
+# instance; past MAX_PROVIDERS the least recently used one is closed (its partition, if it
+# comes back, is loaded from storage again: slower, never wrong).
+MAX_PROVIDERS = 64
+_PROVIDERS: OrderedDict[tuple[str, int, StoreOptions], StateStoreProvider] = OrderedDict()
 _LOCK = threading.Lock()
 
 
@@ -112,13 +120,27 @@ def _provider(spec: TaskSpec, partition: int) -> StateStoreProvider:
     host = os.environ.get("SPARK_LOCAL_IP", "local")
     opts = spec.options.with_(local_dir=Path(spec.local_root) / f"host-{host}")
     key = (spec.checkpoint, partition, opts)
+    evicted: list[StateStoreProvider] = []
     with _LOCK:
         p = _PROVIDERS.get(key)
         if p is None:
             storage = open_storage(spec.checkpoint, spec.s3)
             p = StateStoreProvider(storage, StoreId(OPERATOR, partition), opts, executor_id=f"{host}/{os.getpid()}")
             _PROVIDERS[key] = p
-        return p
+            while len(_PROVIDERS) > MAX_PROVIDERS:
+                evicted.append(_PROVIDERS.popitem(last=False)[1])
+        else:
+            _PROVIDERS.move_to_end(key)
+    for old in evicted:
+        log.info("provider cache full; closed the least recently used", extra=kv(store=str(old.store), max=MAX_PROVIDERS))
+        old.close()
+    return p
+
+
+def cached_providers() -> int:
+    """How many providers this worker keeps open."""
+    with _LOCK:
+        return len(_PROVIDERS)
 
 
 def close_providers() -> None:
@@ -130,14 +152,23 @@ def close_providers() -> None:
         p.close()
 
 
+def task_rng(seed: int, batch_id: int, partition: int, attempt: int) -> np.random.Generator:
+    """A task's randomness: replayable from the run's seed, and distinct per attempt (Spark's
+    attemptNumber: a retry or a speculative copy draws differently, as with `rand()`)."""
+    return np.random.default_rng([seed, batch_id, partition, attempt])
+
+
 def run_partition(spec: TaskSpec, partition: int, records: pa.Table, attempt: int = 0, task_info: str = "") -> TaskResult:
     """Load, apply, commit one partition of one batch. Spark-free: tests call it directly."""
     t0 = time.perf_counter()
     workload = get_workload(spec.workload)
     provider = _provider(spec, partition)
-    ctx = TaskContext(partition, spec.partitions, spec.batch_id, np.random.default_rng(secrets.randbits(64)))
+    ctx = TaskContext(partition, spec.partitions, spec.batch_id, task_rng(spec.seed, spec.batch_id, partition, attempt))
     hits = provider.metrics.cache_hits
-    with provider.load(spec.batch_id, spec.base_ids[partition], task_info=task_info) as txn:
+    with (
+        failpoints.task_context(batch=spec.batch_id, partition=partition, attempt=attempt),
+        provider.load(spec.batch_id, spec.base_ids[partition], task_info=task_info) as txn,
+    ):
         t_load = time.perf_counter()
         outputs = workload.apply(txn, records, ctx)
         t_apply = time.perf_counter()

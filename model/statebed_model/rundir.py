@@ -1,22 +1,30 @@
 """The run directory: everything one run leaves for the verifiers, the report and a human.
 
     <run>/
-      run.json                 what ran: workload, parameters, mode, where the checkpoint is
-      input/<batchId>.parquet  the input records of each batch (id, key, value)
+      run.json                 what ran: workload, parameters, mode, source, where the checkpoint is
+      input/<batchId>.parquet  what the driver saw per batch (id, key, value): a diagnostic log,
+                               compared with the source's ground truth, never trusted as it
       staged/<batchId>.parquet a batch's output before its commit (rewritten by reruns; the
                                committed batch's one is what a restarted driver re-emits)
       output/<batchId>.parquet the sink: one file per committed batch, written create-only
+      timings/<batchId>-<ns>.json  one object per batch run: seconds, records, attempts
       checkpoint/              statebed's checkpoint (commits/ + state/) unless run.json names
                                another location (a directory or s3://...)
-      spark-checkpoint/        Spark's own query checkpoint (offsets, commits; in native
-                               mode also Spark's state: then it *is* the checkpoint)
+      spark-checkpoint/        Spark's own query checkpoint (offsets, commits, the file source's
+                               log `sources/0/`; in native mode also Spark's state)
+      source/                  the generated source files (generated source only)
       events/                  Spark event log (speculation, task attempts, failures)
-      timings.jsonl            one line per batch: seconds, records, attempts
       cluster/                 standalone master/worker work dirs and logs
 
-A batch's input is written before its tasks run and may be rewritten by a rerun (Spark
-replays the same offsets, so the same records); its output is written only after the
-commit log names the batch, create-only, so a rerun never duplicates it.
+The run directory is a `Storage` root: a local directory or `s3://bucket/prefix`; every
+file above the checkpoint line goes through it, one whole object per write (no appends),
+so a run on Kubernetes can keep it on S3 and the verifiers read it from there. Spark's own
+files (spark-checkpoint, source, events, cluster, scratch) are local paths: Spark here has
+no s3a:// filesystem. For a run directory on S3 they live under `local`, when given.
+
+A batch's input log is written before its tasks run and may be rewritten by a rerun;
+its output is written only after the commit log names the batch, create-only, so a rerun
+never duplicates it.
 """
 
 from __future__ import annotations
@@ -31,10 +39,12 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from statebed_store.config import S3Settings
 from statebed_store.errors import AlreadyExistsError, CorruptFileError, MissingFileError, UsageError
-from statebed_store.storage import LocalStorage
+from statebed_store.jsonsafe import loads_strict
+from statebed_store.storage import Storage, open_storage
 
-__all__ = ["INPUT_SCHEMA", "RUN_SCHEMA", "RunDir", "RunInfo"]
+__all__ = ["INPUT_SCHEMA", "RUN_SCHEMA", "RunDir", "RunInfo", "read_parquet", "table_bytes"]
 
 RUN_SCHEMA = 1
 INPUT_SCHEMA = pa.schema([("id", pa.int64()), ("key", pa.int64()), ("value", pa.int64())])
@@ -49,25 +59,38 @@ class RunInfo:
     params: dict[str, Any] = field(default_factory=dict)
     created: str = field(default_factory=lambda: time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
     schema: int = RUN_SCHEMA
+    source: dict[str, Any] = field(default_factory=dict)  # `Source.describe()`; {} = generated from params (older runs)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
 
+def is_url(location: str) -> bool:
+    return location.startswith("s3://")
+
+
 class RunDir:
-    def __init__(self, root: str | os.PathLike[str]) -> None:
-        self.root = Path(root).absolute()
+    """A run directory on a `Storage` root (local or S3); `local` holds Spark's own files."""
+
+    def __init__(
+        self, location: str | os.PathLike[str], s3: S3Settings | None = None, *, local: str | os.PathLike[str] | None = None
+    ) -> None:
+        loc = os.fspath(location)
+        self.storage: Storage = open_storage(loc if is_url(loc) else Path(loc).absolute(), s3)
+        self.url = self.storage.url
+        self.s3 = s3
+        self.local: Path | None = Path(local).absolute() if local is not None else (None if is_url(loc) else Path(loc).absolute())
+
+    def __repr__(self) -> str:
+        return f"RunDir({self.url!r})"
 
     # -- layout ---------------------------------------------------------------------------
     @property
-    def info_path(self) -> Path:
-        return self.root / "run.json"
-
-    def input_path(self, batch_id: int) -> Path:
-        return self.root / "input" / f"{batch_id}.parquet"
-
-    def output_path(self, batch_id: int) -> Path:
-        return self.root / "output" / f"{batch_id}.parquet"
+    def root(self) -> Path:
+        """The local directory of Spark's own files (the run directory itself when local)."""
+        if self.local is None:
+            raise UsageError(f"{self.url}: a run directory on S3 keeps Spark's own files locally; no local directory was given")
+        return self.local
 
     @property
     def spark_checkpoint(self) -> Path:
@@ -81,80 +104,117 @@ class RunDir:
     def cluster(self) -> Path:
         return self.root / "cluster"
 
-    def checkpoint_location(self, info: RunInfo) -> str:
-        loc = info.checkpoint
-        if loc.startswith("s3://") or os.path.isabs(loc):
+    @property
+    def local_state(self) -> Path:
+        return self.root / "local-state"
+
+    def display(self, name: str) -> str:
+        """A run-relative name as a user should see it (absolute path or s3:// URL)."""
+        return self.storage.display(name)
+
+    def location(self, loc: str) -> str:
+        """A location named in run.json: absolute paths and URLs as they are, others in the run directory."""
+        if is_url(loc) or os.path.isabs(loc):
             return loc
-        return str(self.root / loc)
+        return f"{self.url}/{loc}" if is_url(self.url) else str(Path(self.url) / loc)
+
+    def checkpoint_location(self, info: RunInfo) -> str:
+        return self.location(info.checkpoint)
 
     # -- run.json -------------------------------------------------------------------------
+    @property
+    def info_path(self) -> str:
+        return self.display("run.json")
+
+    def exists(self) -> bool:
+        return self.storage.exists("run.json")
+
     def create(self, info: RunInfo) -> None:
-        if self.info_path.exists():
-            raise UsageError(f"{self.root}: already a run directory; pick a new one (or resume with the same parameters)")
-        self.root.mkdir(parents=True, exist_ok=True)
+        if self.exists():
+            raise UsageError(f"{self.url}: already a run directory; pick a new one (or resume with the same parameters)")
         self.save_info(info)
 
     def save_info(self, info: RunInfo) -> None:
-        _write(self.root, self.info_path, json.dumps(info.to_json(), indent=2).encode() + b"\n", overwrite=True)
+        self.storage.write("run.json", json.dumps(info.to_json(), indent=2).encode() + b"\n")
 
     def read_info(self) -> RunInfo:
-        path = self.info_path
-        if not path.is_file():
-            raise UsageError(f"{self.root}: not a run directory (no run.json)")
+        name = self.info_path
         try:
-            doc = json.loads(path.read_bytes())
-        except ValueError as e:
-            raise UsageError(f"{path}: not valid JSON ({e}); not a usable run directory") from None
+            data = self.storage.read("run.json")
+        except MissingFileError:
+            raise UsageError(f"{self.url}: not a run directory (no run.json)") from None
+        try:
+            doc = loads_strict(data, file=name, what="contents")
+        except CorruptFileError as e:
+            raise UsageError(f"{e}; not a usable run directory") from None
         if not isinstance(doc, dict) or doc.get("schema") != RUN_SCHEMA:
             raise UsageError(
-                f"{path}: unknown run.json schema {doc.get('schema') if isinstance(doc, dict) else doc!r} (this reader knows {RUN_SCHEMA})"
+                f"{name}: unknown run.json schema {doc.get('schema') if isinstance(doc, dict) else doc!r} (this reader knows {RUN_SCHEMA})"
             )
         try:
             return RunInfo(**doc)
         except TypeError as e:
-            raise UsageError(f"{path}: unexpected or missing fields ({e})") from None
+            raise UsageError(f"{name}: unexpected or missing fields ({e})") from None
 
     # -- batches --------------------------------------------------------------------------
+    @staticmethod
+    def input_name(batch_id: int) -> str:
+        return f"input/{batch_id}.parquet"
+
+    @staticmethod
+    def staged_name(batch_id: int) -> str:
+        return f"staged/{batch_id}.parquet"
+
+    @staticmethod
+    def output_name(batch_id: int) -> str:
+        return f"output/{batch_id}.parquet"
+
     def write_input(self, batch_id: int, table: pa.Table) -> None:
-        _write(self.root, self.input_path(batch_id), table_bytes(table.cast(INPUT_SCHEMA)), overwrite=True)
+        self.storage.write(self.input_name(batch_id), table_bytes(table.cast(INPUT_SCHEMA)))
 
     def write_output(self, batch_id: int, table: pa.Table) -> bool:
         """Publish a committed batch's output once; False if it was already there (a rerun)."""
-        return _write(self.root, self.output_path(batch_id), table_bytes(table), overwrite=False)
+        try:
+            self.storage.write(self.output_name(batch_id), table_bytes(table), create_only=True)
+            return True
+        except AlreadyExistsError:
+            return False
 
-    def staged_path(self, batch_id: int) -> Path:
-        return self.root / "staged" / f"{batch_id}.parquet"
+    def has_output(self, batch_id: int) -> bool:
+        return self.storage.exists(self.output_name(batch_id))
 
     def stage_output(self, batch_id: int, table: pa.Table) -> None:
-        _write(self.root, self.staged_path(batch_id), table_bytes(table), overwrite=True)
+        self.storage.write(self.staged_name(batch_id), table_bytes(table))
 
     def read_staged(self, batch_id: int) -> pa.Table:
-        return _read_table(self.staged_path(batch_id))
+        return read_parquet(self.storage, self.staged_name(batch_id))
 
     def read_input(self, batch_id: int) -> pa.Table:
-        return _read_table(self.input_path(batch_id))
+        return read_parquet(self.storage, self.input_name(batch_id))
 
     def read_output(self, batch_id: int) -> pa.Table:
-        return _read_table(self.output_path(batch_id))
+        return read_parquet(self.storage, self.output_name(batch_id))
 
     def batches(self, what: str) -> list[int]:
-        d = self.root / what
-        if not d.is_dir():
-            return []
-        return sorted(int(p.stem) for p in d.glob("*.parquet") if p.stem.isdigit())
+        """Batch ids with a file in `input`, `staged` or `output`."""
+        stems = (f.name.removesuffix(".parquet") for f in self.storage.list(what) if f.name.endswith(".parquet"))
+        return sorted(int(s) for s in stems if s.isdigit())
 
+    # -- timings: one object per batch run (S3 has no append) -------------------------------
     def append_timing(self, record: dict[str, Any]) -> None:
-        with open(self.root / "timings.jsonl", "a") as f:
-            f.write(json.dumps(record) + "\n")
+        name = f"timings/{int(record['batch']):06d}-{time.time_ns()}.json"
+        self.storage.write(name, json.dumps(record).encode(), create_only=True)
 
+    def timings(self) -> list[dict[str, Any]]:
+        """Every timing record, by batch, then in the order they were written."""
+        names = sorted(f.name for f in self.storage.list("timings") if f.name.endswith(".json"))
+        return [self._timing(f"timings/{n}") for n in names]
 
-def _write(root: Path, path: Path, data: bytes, *, overwrite: bool) -> bool:
-    """Publish a file whole (fsynced temp file, then rename or link); False if create-only and present."""
-    try:
-        LocalStorage(root).write(str(path.relative_to(root)), data, create_only=not overwrite)
-        return True
-    except AlreadyExistsError:
-        return False
+    def _timing(self, name: str) -> dict[str, Any]:
+        doc = loads_strict(self.storage.read(name), file=self.display(name), what="timing record")
+        if not isinstance(doc, dict):
+            raise CorruptFileError(self.display(name), "a timing record must be a JSON object")
+        return doc
 
 
 def table_bytes(table: pa.Table) -> bytes:
@@ -163,10 +223,10 @@ def table_bytes(table: pa.Table) -> bytes:
     return bytes(sink.getvalue().to_pybytes())
 
 
-def _read_table(path: Path) -> pa.Table:
-    if not path.is_file():
-        raise MissingFileError(str(path), "file does not exist")
+def read_parquet(storage: Storage, name: str) -> pa.Table:
+    """A Parquet file from storage; MissingFileError or CorruptFileError naming it."""
+    data = storage.read(name)
     try:
-        return pq.read_table(path)
+        return pq.read_table(pa.BufferReader(data))
     except (pa.ArrowException, OSError) as e:
-        raise CorruptFileError(str(path), f"not a readable Parquet file ({e})") from None
+        raise CorruptFileError(storage.display(name), f"not a readable Parquet file ({e})") from None

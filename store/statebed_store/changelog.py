@@ -253,13 +253,23 @@ class Changelog:
 
     def columns(self) -> tuple[list[int], list[bytes], list[bytes | None]]:
         """All records as parallel lists (ops, keys, values). Truncation is an error."""
-        p, pos, n, file = self.payload, self.header.records_offset, len(self.payload), self.file
-        unpack = _I32.unpack_from
-        typed = self.header.format_version in _TYPED_FORMATS
         ops: list[int] = []
         keys: list[bytes] = []
         values: list[bytes | None] = []
-        add_op, add_key, add_value = ops.append, keys.append, values.append
+        self._walk(ops, keys, values)
+        return ops, keys, values
+
+    def check_records(self) -> int:
+        """Decode every record's framing without keeping it (verifiers); the number of records."""
+        return self._walk(None, None, None)
+
+    def _walk(self, ops: list[int] | None, keys: list[bytes] | None, values: list[bytes | None] | None) -> int:
+        """Walk the records, appending them to the lists when given; CorruptFileError at the first bad one."""
+        p, pos, n, file = self.payload, self.header.records_offset, len(self.payload), self.file
+        unpack = _I32.unpack_from
+        typed = self.header.format_version in _TYPED_FORMATS
+        keep = ops is not None and keys is not None and values is not None
+        count = 0
         op = PUT
         try:
             while True:
@@ -269,39 +279,51 @@ class Changelog:
                     op = p[pos]
                     pos += 1
                     if op == _EOF_TYPED:
-                        return ops, keys, values
+                        return self._end(pos, count)
                     if op not in (PUT, DELETE, MERGE):
                         raise CorruptFileError(file, f"unknown record type 0x{op:02x} at payload byte {pos - 1}")
                 (klen,) = unpack(p, pos)
                 pos += 4
                 if klen < 0:
                     if klen == -1 and not typed:
-                        return ops, keys, values
+                        return self._end(pos, count)
                     raise CorruptFileError(file, f"bad key size {klen} at payload byte {pos - 4}")
-                key = p[pos : pos + klen]
+                kpos = pos
                 pos += klen
                 (vlen,) = unpack(p, pos)
                 pos += 4
                 if vlen < 0:
                     if typed and op != DELETE:
                         raise CorruptFileError(file, f"record type 0x{op:02x} with value size {vlen}")
+                    if vlen != -1:
+                        raise CorruptFileError(file, f"bad value size {vlen} at payload byte {pos - 4}")
                     if pos > n:
                         raise struct.error
-                    add_op(DELETE)
-                    add_key(key)
-                    add_value(None)
+                    if keep:
+                        ops.append(DELETE)  # type: ignore[union-attr]
+                        keys.append(p[kpos : kpos + klen])  # type: ignore[union-attr]
+                        values.append(None)  # type: ignore[union-attr]
+                    count += 1
                     continue
                 if typed and op == DELETE:
                     raise CorruptFileError(file, f"delete record with value size {vlen}")
-                value = p[pos : pos + vlen]
+                vpos = pos
                 pos += vlen
                 if pos > n:
                     raise struct.error
-                add_op(op)
-                add_key(key)
-                add_value(value)
+                if keep:
+                    ops.append(op)  # type: ignore[union-attr]
+                    keys.append(p[kpos : kpos + klen])  # type: ignore[union-attr]
+                    values.append(p[vpos:pos])  # type: ignore[union-attr]
+                count += 1
         except struct.error:
             raise CorruptFileError(file, "truncated: a record runs past the end of the changelog") from None
+
+    def _end(self, pos: int, count: int) -> int:
+        """After the end-of-file record nothing may follow: trailing bytes mean a damaged or spliced file."""
+        if pos != len(self.payload):
+            raise CorruptFileError(self.file, f"{len(self.payload) - pos} bytes follow the end-of-file record")
+        return count
 
 
 def parse_changelog(data: bytes, *, file: str, version: int | None = None) -> Changelog:

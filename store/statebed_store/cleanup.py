@@ -12,15 +12,21 @@ Why each delete is safe:
 * SSTs referenced by a kept snapshot, or by any snapshot of a not-yet-decided version,
   are kept; an unreferenced SST is deleted only once older than `sst_orphan_grace_s`,
   because an upload in flight publishes its SSTs before the zip that names them.
-* A snapshot is relied on only if every SST it names is listed with its size; one that is
-  incomplete (an upload that lost a race with an earlier cleanup) is planned around, so
-  the changelogs its version needs are kept, exactly as a load would fall back.
+* Each retained version is planned with the loads' own loop (`plan.plan_with_fallback`):
+  a snapshot is relied on only if its metadata reads and every SST it names is listed with
+  its size; one that is not (an upload that lost a race with an earlier cleanup, damage)
+  is planned around, so the changelogs a load would fall back to are kept. The snapshot
+  the oldest retained version would load from is also checked against each SST's recorded
+  CRC32C (once per header cache): it is the one whose fallback needs the changelogs before
+  it. Newer retained versions' snapshots need no such read: every retained version's own
+  changelog is kept, so a load of any of them can fall back to that base.
 * If a retained version cannot be planned, nothing is deleted: cleanup never turns a
   damaged checkpoint into a lost one.
 
 Cost: one LIST of the store directory, one of its `SSTs/`, one header read per retained
 changelog not yet in the header cache, one zip metadata read per kept snapshot not yet
-cached, one batched delete. In steady state that is flat in the length of the history.
+cached, one read per SST of the oldest retained version's base not yet checked, one
+batched delete. In steady state that is flat in the length of the history.
 """
 
 from __future__ import annotations
@@ -30,13 +36,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from .commitlog import CommitLog
-from .errors import StatebedError
+from .errors import CheckpointFileError, StatebedError, UnplannableError
 from .lineage import CheckpointRef
 from .log import get_logger, kv
-from .naming import CHANGELOG, SNAPSHOT, SST_DIR, StateFileName, StoreId, parse_state_file, sidecar_main
-from .plan import plan_load
+from .naming import CHANGELOG, COMMITS_DIR, SNAPSHOT, SST_DIR, StateFileName, StoreId, parse_state_file, sidecar_main
+from .plan import LoadPlan, SnapshotUnusable, plan_with_fallback
 from .storage.base import Storage
 from .store_files import HeaderCache, StoreFiles
+from .unpack import check_listed
 
 __all__ = ["CleanupReport", "cleanup_store", "retained_versions"]
 
@@ -60,7 +67,7 @@ def retained_versions(
     for b in range(max(0, latest_batch - keep + 1), latest_batch + 1):
         rec = log_.read(b)
         if rec is None:
-            raise StatebedError(f"batch {b} is missing from {log_.storage.display('commits')}; cleanup needs every retained batch")
+            raise StatebedError(f"batch {b} is missing from {log_.storage.display(COMMITS_DIR)}; cleanup needs every retained batch")
         out.append(CheckpointRef(rec.version, rec.id_for(operator, partition, store_index)))
     return out
 
@@ -80,30 +87,39 @@ def cleanup_store(
         return report
     latest = max(r.version for r in retained)
     files = StoreFiles(storage, store, cache=cache)
-    ssts = files.sst_listing()  # listed after the zips: a listed zip's SSTs were uploaded before it
-    broken: set[CheckpointRef] = set()
+    files.sst_listing()  # listed after the zips: a listed zip's SSTs were uploaded before it
+    oldest = min(retained, key=lambda r: r.version)
+    verdicts: dict[tuple[CheckpointRef, bool], StatebedError | None] = {}
 
-    def complete(snap: CheckpointRef) -> bool:
-        """Only a snapshot whose SSTs are all present (right size) may stand in for changelogs."""
-        if snap in broken:
-            return False
-        try:
-            meta = files.snapshot_metadata(snap)
-        except StatebedError:
-            broken.add(snap)
-            return False
-        if any((info := ssts.get(f.dfs)) is None or info.size != f.size for f in meta.sst_files):
-            broken.add(snap)
-            return False
-        return True
+    def problem(snap: CheckpointRef, contents: bool) -> StatebedError | None:
+        """Why `snap` cannot stand in for changelogs (None: it can), checked once per cleanup."""
+        if (snap, contents) not in verdicts and verdicts.get((snap, True), False) is None:
+            return None  # passed the deeper check already
+        if (snap, contents) not in verdicts:
+            try:
+                _check_base(files, snap, contents=contents)
+                verdicts[snap, contents] = None
+            except (CheckpointFileError, UnplannableError) as e:
+                verdicts[snap, contents] = e
+        return verdicts[snap, contents]
+
+    def plan_of(ref: CheckpointRef) -> LoadPlan:
+        """The plan a load of `ref` ends up with: the loads' own loop, damaged snapshots planned around."""
+
+        def usable(plan: LoadPlan) -> LoadPlan:
+            snap = plan.snapshot
+            if snap is not None and (err := problem(snap, contents=ref == oldest)) is not None:
+                raise SnapshotUnusable(snap, err)
+            return plan
+
+        return plan_with_fallback(files, ref, usable)  # raises: nothing is deleted when a retained version is unloadable
 
     keep: set[StateFileName] = set()
     kept_snapshots: set[CheckpointRef] = set()
+    skipped: set[CheckpointRef] = set()
     for ref in retained:
-        while True:  # raises: nothing is deleted when a retained version is unloadable
-            plan = plan_load(files, ref, exclude_snapshots=frozenset(broken))
-            if plan.snapshot is None or complete(plan.snapshot):
-                break
+        plan = plan_of(ref)
+        skipped.update(r for r, _ in plan.skipped)
         for r in plan.changelogs:
             keep.add(StateFileName(r.version, r.id, CHANGELOG))
         if plan.snapshot is not None:
@@ -112,10 +128,10 @@ def cleanup_store(
         for kind in (CHANGELOG, SNAPSHOT):
             if files.has(ref, kind):
                 keep.add(StateFileName(ref.version, ref.id, kind))
-        if files.has_snapshot(ref) and complete(ref):
+        if files.has_snapshot(ref) and problem(ref, contents=False) is None:
             kept_snapshots.add(ref)
-    if broken:
-        log.warning("snapshots with missing SSTs are not relied on", extra=kv(store=str(store), snapshots=[str(b) for b in sorted(broken)]))
+    if skipped:
+        log.warning("damaged snapshots are not relied on", extra=kv(store=str(store), snapshots=[str(b) for b in sorted(skipped)]))
     committed_ids = {(r.version, r.id) for r in retained}
     doomed: list[StateFileName] = [n for n in files.files if n.version <= latest and n not in keep]
     deleted_names = {n.name for n in doomed}
@@ -142,7 +158,9 @@ def cleanup_store(
             log.info("skipping unreadable in-flight snapshot", extra=kv(store=str(store), snapshot=str(snap), error=str(e)))
     now = time.time() if now is None else now
     sst_paths = [
-        f"{store.dir}/{SST_DIR}/{name}" for name, info in ssts.items() if name not in referenced and now - info.mtime > sst_orphan_grace_s
+        f"{store.dir}/{SST_DIR}/{name}"
+        for name, info in files.sst_listing().items()
+        if name not in referenced and now - info.mtime > sst_orphan_grace_s
     ]
     storage.delete(paths + sst_paths)
     report.deleted = [storage.display(p) for p in paths]
@@ -153,3 +171,17 @@ def cleanup_store(
             extra=kv(store=str(store), retained=len(retained), deleted=len(paths), orphans=len(report.orphans), ssts=len(sst_paths)),
         )
     return report
+
+
+def _check_base(files: StoreFiles, snap: CheckpointRef, *, contents: bool) -> None:
+    """What a load checks in a snapshot, as cheaply as cleanup can: the (cached) metadata, every
+    file it names listed with its size, and with `contents` each recorded CRC32C. An SST's
+    contents are checked once per header cache: SST names are never reused."""
+    for f, sub, path in check_listed(files, snap, files.snapshot_metadata(snap)):
+        if not contents or f.crc32c is None:
+            continue
+        key = ("contents, CRC32C checked", files.storage.display(path))
+        if files.cache is None or files.cache.get(key) is None:
+            files.read_immutable(f, sub)
+            if files.cache is not None:
+                files.cache.put(key, True)

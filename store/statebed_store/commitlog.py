@@ -17,7 +17,8 @@ from typing import Any
 
 from . import failpoints
 from .errors import AlreadyExistsError, CommitConflictError, CorruptFileError, StatebedError, UnknownFormatError
-from .naming import COMMITS_DIR, is_valid_id
+from .jsonsafe import loads_strict
+from .naming import COMMITS_DIR, commit_path, is_valid_id, parse_batch_id
 from .storage.base import Storage
 
 __all__ = ["CommitLog", "CommitRecord", "StateIds", "base_commit", "committed_id", "parse_commit", "render_commit"]
@@ -66,10 +67,7 @@ def parse_commit(data: bytes, *, file: str, batch_id: int) -> CommitRecord:
         if first.startswith("v") and first[1:].isdigit():
             raise UnknownFormatError(file, f"unknown commit log format {first} (this reader knows v1 and v2)")
         raise CorruptFileError(file, f"commit log entry does not start with a version line (found {first[:20]!r})")
-    try:
-        doc = json.loads(body) if body.strip() else {}
-    except ValueError as e:
-        raise CorruptFileError(file, f"commit log JSON is invalid ({e})") from None
+    doc = loads_strict(body, file=file, what="commit log entry") if body.strip() else {}
     if not isinstance(doc, dict):
         raise CorruptFileError(file, "commit log JSON is not an object")
     state_ids = None
@@ -79,7 +77,7 @@ def parse_commit(data: bytes, *, file: str, batch_id: int) -> CommitRecord:
             raise CorruptFileError(file, "stateUniqueIds is not an object")
         state_ids = {}
         for op, parts in raw_ids.items():
-            if not (str(op).isascii() and str(op).isdigit()) or not isinstance(parts, list):
+            if not (op.isascii() and op.isdigit() and len(op) <= 18) or not isinstance(parts, list):
                 raise CorruptFileError(file, f"stateUniqueIds[{op!r}] is malformed")
             rows = []
             for p, stores in enumerate(parts):
@@ -91,10 +89,7 @@ def parse_commit(data: bytes, *, file: str, batch_id: int) -> CommitRecord:
                 rows.append(tuple(stores))
             state_ids[int(op)] = tuple(rows)
     wm = doc.get("nextBatchWatermarkMs", 0)
-    try:
-        watermark_ms = int(wm) if isinstance(wm, (int, float)) else 0
-    except (OverflowError, ValueError):  # Infinity, NaN, 1e400
-        raise CorruptFileError(file, f"nextBatchWatermarkMs {wm!r} is not a timestamp") from None
+    watermark_ms = int(wm) if isinstance(wm, (int, float)) else 0  # finite: loads_strict refuses inf and NaN
     return CommitRecord(
         batch_id=batch_id,
         format=int(first[1:]),
@@ -110,10 +105,11 @@ class CommitLog:
 
     @staticmethod
     def path(batch_id: int) -> str:
-        return f"{COMMITS_DIR}/{batch_id}"
+        return commit_path(batch_id)
 
     def batch_ids(self) -> list[int]:
-        return sorted(int(f.name) for f in self.storage.list(COMMITS_DIR) if f.name.isascii() and f.name.isdigit())
+        names = (f.name for f in self.storage.list(COMMITS_DIR))
+        return sorted(b for b in map(parse_batch_id, names) if b is not None)
 
     def read(self, batch_id: int) -> CommitRecord | None:
         """The commit of `batch_id`, or None if that batch is not committed."""

@@ -9,6 +9,7 @@ STATEBED_LOG_FORMAT            text (default) or json
 STATEBED_LOCAL_DIR             where executors keep RocksDB instances (default: temp)
 STATEBED_FAILPOINTS            e.g. `snapshot.upload=30%delay(2000);changelog.upload.after=error`
 STATEBED_FAILPOINTS_SEED       seed for failpoint probabilities (default 0)
+STATEBED_FAILPOINTS_CONTROL    a failpoint control file to follow at runtime (`statebed run`: <run>/failpoints/control.json)
 STATEBED_S3_ENDPOINT           http(s)://host:port of the S3 server (or AWS_ENDPOINT_URL)
 AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY / AWS_REGION   S3 credentials and region
 STATEBED_S3_CONDITIONAL_PUT    auto (default: probe the server), on, off
@@ -25,8 +26,9 @@ from typing import Literal
 from urllib.parse import urlparse
 
 from .errors import UsageError
+from .lineage import CheckpointRef, lineage_to_json
 
-__all__ = ["S3Settings", "StoreOptions", "default_local_dir", "env"]
+__all__ = ["MAX_SNAPSHOT_INTERVAL", "S3Settings", "StoreOptions", "default_local_dir", "env"]
 
 Format = Literal["v1", "v2"]
 
@@ -37,6 +39,34 @@ def env(name: str, default: str = "") -> str:
 
 def default_local_dir() -> Path:
     return Path(env("STATEBED_LOCAL_DIR") or Path(tempfile.gettempdir()) / f"statebed-{os.getuid()}")
+
+
+def _max_snapshot_interval() -> int:
+    """How many lineage entries always fit `writeUTF`'s 65535 bytes, at the longest names
+    allowed (a 19-digit version, a 64-character id: 120 bytes an entry with its comma)."""
+    longest = CheckpointRef(int("9" * 19), "f" * 64)
+    entry = len(lineage_to_json([longest] * 2)) - len(lineage_to_json([longest]))  # an entry and its comma
+    return (WRITE_UTF_MAX - len("[]") + len(",")) // entry
+
+
+WRITE_UTF_MAX = 65535
+# A changelog carries at most `snapshot_interval` lineage entries; 546 of the longest fit.
+MAX_SNAPSHOT_INTERVAL = _max_snapshot_interval()
+_INTERVAL_WHY = f" (a changelog's lineage holds up to that many entries and must fit writeUTF's {WRITE_UTF_MAX} bytes)"
+
+
+def _int(name: str, value: object, low: int, high: int, why: str = "") -> None:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise UsageError(f"StoreOptions.{name} must be an integer, got {value!r}")
+    if not low <= value <= high:
+        raise UsageError(f"StoreOptions.{name} must be {low}..{high}, got {value}{why}")
+
+
+def _seconds(name: str, value: object, high: float) -> None:
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or value != value:
+        raise UsageError(f"StoreOptions.{name} must be a number of seconds, got {value!r}")
+    if not 0 <= value <= high:
+        raise UsageError(f"StoreOptions.{name} must be 0..{high:g} seconds, got {value}")
 
 
 @dataclass(frozen=True)
@@ -63,16 +93,31 @@ class StoreOptions:
 
     def __post_init__(self) -> None:
         if self.format not in ("v1", "v2"):
-            raise UsageError(f"format must be 'v1' or 'v2', got {self.format!r}")
-        if self.snapshot_interval < 1:
-            raise UsageError(f"snapshot_interval must be >= 1, got {self.snapshot_interval}")
-        if self.retain_versions < 1:
-            raise UsageError(f"retain_versions must be >= 1, got {self.retain_versions}")
-        if self.snapshot_upload_attempts < 1:
-            raise UsageError("snapshot_upload_attempts must be >= 1")
+            raise UsageError(f"StoreOptions.format must be 'v1' or 'v2', got {self.format!r}")
+        _int("snapshot_interval", self.snapshot_interval, 1, MAX_SNAPSHOT_INTERVAL, why=_INTERVAL_WHY)
+        _int("retain_versions", self.retain_versions, 1, 10**9)
+        if not isinstance(self.checksums, bool):
+            raise UsageError(f"StoreOptions.checksums must be True or False, got {self.checksums!r}")
+        _int("snapshot_upload_attempts", self.snapshot_upload_attempts, 1, 100)
+        _seconds("snapshot_upload_backoff_s", self.snapshot_upload_backoff_s, 60.0)
+        _seconds("sst_orphan_grace_s", self.sst_orphan_grace_s, 7 * 24 * 3600.0)
+        _seconds("lock_timeout_s", self.lock_timeout_s, 24 * 3600.0)
+        _int("lz4_block_size", self.lz4_block_size, 1024, 32 * 1024 * 1024)
+        if not isinstance(self.local_dir, (str, os.PathLike)) or not str(self.local_dir):
+            raise UsageError(f"StoreOptions.local_dir must be a directory path, got {self.local_dir!r}")
 
     def with_(self, **changes: object) -> StoreOptions:
         return replace(self, **changes)  # type: ignore[arg-type]
+
+
+def _env_number(name: str, default: float, *, integer: bool = False) -> float:
+    text = env(name)
+    if not text:
+        return default
+    try:
+        return int(text) if integer else float(text)
+    except ValueError:
+        raise UsageError(f"{name} must be {'an integer' if integer else 'a number of seconds'}, got {text!r}") from None
 
 
 @dataclass(frozen=True)
@@ -84,6 +129,20 @@ class S3Settings:
     secret_key: str
     region: str | None = None
     conditional_put: Literal["auto", "on", "off"] = "auto"
+    # An unresponsive endpoint must fail fast: every attempt is bounded by the timeouts, at most
+    # `retries` more attempts follow, and none starts once `deadline_s` has passed since the first.
+    connect_timeout_s: float = 3.0
+    read_timeout_s: float = 15.0
+    retries: int = 2
+    deadline_s: float = 30.0
+
+    def __post_init__(self) -> None:
+        for name in ("connect_timeout_s", "read_timeout_s", "deadline_s"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 < value <= 3600:
+                raise UsageError(f"S3Settings.{name} must be 0..3600 seconds (exclusive of 0), got {value!r}")
+        if not isinstance(self.retries, int) or isinstance(self.retries, bool) or not 0 <= self.retries <= 20:
+            raise UsageError(f"S3Settings.retries must be 0..20, got {self.retries!r}")
 
     @classmethod
     def from_env(
@@ -106,14 +165,22 @@ class S3Settings:
             secret_key=secret_key or env("AWS_SECRET_ACCESS_KEY"),
             region=env("AWS_REGION") or None,
             conditional_put=mode,  # type: ignore[arg-type]
+            connect_timeout_s=_env_number("STATEBED_S3_CONNECT_TIMEOUT", cls.connect_timeout_s),
+            read_timeout_s=_env_number("STATEBED_S3_READ_TIMEOUT", cls.read_timeout_s),
+            retries=int(_env_number("STATEBED_S3_RETRIES", cls.retries, integer=True)),
+            deadline_s=_env_number("STATEBED_S3_DEADLINE", cls.deadline_s),
         )
 
     @property
     def host_port(self) -> str:
         u = urlparse(self.endpoint if "://" in self.endpoint else f"http://{self.endpoint}")
+        try:
+            port = u.port
+        except ValueError as e:  # "Port out of range 0-65535", a non-numeric port
+            raise UsageError(f"S3 endpoint {self.endpoint!r}: {e}") from None
         if not u.hostname:
             raise UsageError(f"S3 endpoint {self.endpoint!r} has no host")
-        return f"{u.hostname}:{u.port}" if u.port else u.hostname
+        return f"{u.hostname}:{port}" if port else u.hostname
 
     @property
     def secure(self) -> bool:

@@ -15,17 +15,18 @@ the batch inside one method is the floor; nothing else runs per row.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from rocksdict import BlockBasedOptions, Cache, Checkpoint, Options, Rdict, WriteBatch, WriteOptions
+from rocksdict import BlockBasedOptions, Cache, Checkpoint, Options, Rdict, RdictIter, WriteBatch, WriteOptions
 
-from .errors import StatebedError
+from .errors import CorruptFileError, StatebedError
 
 __all__ = ["RocksEngine", "key_order"]
 
@@ -66,8 +67,10 @@ def _options() -> Options:
 class RocksEngine:
     """A RocksDB directory opened for raw bytes; not thread-safe (one task at a time)."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, origin: Mapping[str, str] | None = None) -> None:
+        """`origin`: local SST name -> the checkpoint file it came from, so damage names that file."""
         self.path = Path(path)
+        self.origin = dict(origin or {})
         self.path.mkdir(parents=True, exist_ok=True)
         try:
             self._db: Rdict | None = Rdict(str(self.path), _options())
@@ -104,6 +107,40 @@ class RocksEngine:
                 return
             yield k, it.value()
             it.next()
+        error = self._failure(it)
+        del it  # a live iterator keeps the instance (and its LOCK) open: drop it before raising
+        if error is not None:
+            raise error
+
+    def verify(self) -> int:
+        """Read every entry, checking every block's checksum; the number of entries.
+
+        RocksDB reports a damaged block only through the iterator's status (the scan just
+        stops early), so a scan that is not checked would silently drop the rest of the state.
+        """
+        it = self.db.iter()
+        it.seek_to_first()
+        n = 0
+        while it.valid():
+            n += 1
+            it.next()
+        error = self._failure(it)
+        del it
+        if error is not None:
+            raise error
+        return n
+
+    def _failure(self, it: RdictIter) -> CorruptFileError | None:
+        """The error naming the damaged SST (its checkpoint file when known) if the scan failed."""
+        try:
+            it.status()
+        except Exception as e:  # rocksdict raises plain Exception with RocksDB's status text
+            msg = str(e)
+            local = re.search(r"(\d+\.sst)", msg)
+            name = local.group(1) if local else None
+            where = self.origin.get(name, str(self.path / name)) if name else str(self.path)
+            return CorruptFileError(where, f"RocksDB read failed, state is damaged ({msg})")
+        return None
 
     def num_keys_estimate(self) -> int:
         return int(self.db.property_int_value("rocksdb.estimate-num-keys") or 0)
@@ -166,10 +203,6 @@ class RocksEngine:
         db, self._db = self._db, None
         if db is not None:
             db.close()
-
-    def destroy(self) -> None:
-        self.close()
-        shutil.rmtree(self.path, ignore_errors=True)
 
     @staticmethod
     def clear_dir(path: Path) -> None:

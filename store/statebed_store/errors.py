@@ -1,8 +1,10 @@
 """One exception tree for everything the store can report.
 
 Every message names the file, checkpoint or argument concerned and what is wrong with it,
-so a user can act on it without reading a stack trace. Callers catch `StatebedError` to
-tell "bad input / environment" (exit 2 in the CLI) from bugs.
+so a user can act on it without reading a stack trace. The CLI maps the tree to exit codes:
+`RunFailedError` (the run could not finish: Spark failed, a fault was injected) exits 4,
+`ProtocolViolationError` (a task or file contradicts the commit protocol) exits 5, any other
+`StatebedError` (bad input or environment) exits 2; anything else is a bug (exit 70).
 """
 
 from __future__ import annotations
@@ -13,9 +15,13 @@ __all__ = [
     "CheckpointFileError",
     "CommitConflictError",
     "CorruptFileError",
+    "ForeignFileError",
     "InjectedFault",
     "LineageError",
     "MissingFileError",
+    "ProtocolViolationError",
+    "QueryFailedError",
+    "RunFailedError",
     "StatebedError",
     "StorageError",
     "StorageUnavailableError",
@@ -49,6 +55,10 @@ class MissingFileError(CheckpointFileError):
 
 class CorruptFileError(CheckpointFileError):
     """A file exists but its bytes are damaged: truncated, bad checksum, undecodable."""
+
+
+class ForeignFileError(CorruptFileError):
+    """A file's own record (snapshot metadata, checksum sidecar) names another store or checkpoint: copied in."""
 
 
 class UnknownFormatError(CheckpointFileError):
@@ -93,9 +103,21 @@ class StoreStateError(StatebedError):
     """The store was used out of its lifecycle (e.g. commit without load)."""
 
 
-class BaseIdMismatchError(StatebedError):
+class ProtocolViolationError(StatebedError):
+    """A participant broke the commit protocol (not bad input): the batch must not commit."""
+
+
+class BaseIdMismatchError(ProtocolViolationError):
     """A task's base checkpoint id is not the one the commit log says was committed."""
 
 
-class InjectedFault(StatebedError):
+class RunFailedError(StatebedError):
+    """A run could not finish for a reason outside its input: Spark failed, a fault fired."""
+
+
+class QueryFailedError(RunFailedError):
+    """Spark did not start, or the streaming query failed; the first line of Spark's error is kept."""
+
+
+class InjectedFault(RunFailedError):
     """Raised by a failpoint armed with the `error` action."""

@@ -1,7 +1,10 @@
 """Named failpoints (FreeBSD fail(9) / gofail grammar), off by default and free when off.
 
-Arm from the environment (`STATEBED_FAILPOINTS`, seeded by `STATEBED_FAILPOINTS_SEED`)
-or from Python (`arm`, `armed`). A spec is `name=term[->term...]` entries joined by `;`:
+Arm from the environment (`STATEBED_FAILPOINTS`, seeded by `STATEBED_FAILPOINTS_SEED`),
+from Python (`arm`, `armed`, `configure`), or at runtime in running processes through a
+control file (`STATEBED_FAILPOINTS_CONTROL=<dir>/control.json`, written by
+`Control(path).arm(...)`; see `failpoint_control`). A spec is `name=term[->term...]`
+entries joined by `;`:
 
     term   := [<pct>%][<count>*]<action>[(<arg>)]
     action := off | delay(ms) | sleep(ms) | drop | error[(message)] | exit[(code)]
@@ -13,34 +16,65 @@ probability roll misses passes to the next; the first that fires decides. Exampl
 (snapshots are silently never uploaded). Each call site documents what `drop` skips.
 Rolls come from a per-point RNG seeded by the seed and the point's name: a run is
 reproducible for a given seed and order of hits.
+
+The store knows only its own points (`KNOWN_POINTS`); layers above add theirs with
+`register` at import. An environment spec naming a point nobody registered yet waits for
+its registration; `check_known()` turns what is still unknown into a usage error.
+With a control file, every firing is appended to `<dir>/fired-<pid>.jsonl` before it acts.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import random
 import re
+import socket
 import threading
 import time
 import zlib
 from collections.abc import Iterator
+from contextvars import ContextVar
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
 from .config import env
-from .errors import InjectedFault, UsageError
+from .errors import CorruptFileError, InjectedFault, UsageError
+from .jsonsafe import loads_strict
+from .log import get_logger, kv
 
-__all__ = ["KNOWN_POINTS", "arm", "armed", "configure", "disarm", "hit", "parse_spec", "stats"]
+__all__ = [
+    "CONTROL_ENV",
+    "KNOWN_POINTS",
+    "Control",
+    "arm",
+    "armed",
+    "check_known",
+    "configure",
+    "control_version",
+    "disarm",
+    "hit",
+    "parse_spec",
+    "register",
+    "stats",
+    "task_context",
+    "use_control",
+]
 
-# Every failpoint in statebed, in one place (aliases map to their canonical name).
+log = get_logger("failpoints")
+
+CONTROL_ENV = "STATEBED_FAILPOINTS_CONTROL"
+CONTROL_POLL_S = 0.1  # a process stats its control file at most this often, and only when a point is hit
+
+# The store's failpoints (aliases map to their canonical name); `register` adds others.
 KNOWN_POINTS: dict[str, str] = {
     "changelog.upload.before": "before a changelog is written to checkpoint storage (drop: skip the write)",
     "changelog.upload.after": "after a changelog is durable, before commit returns (drop: no effect)",
     "snapshot.upload.before": "before a queued snapshot is uploaded (drop: skip this snapshot)",
     "snapshot.upload.after": "after a snapshot zip is uploaded (drop: no effect)",
     "commitlog.write.before": "before commits/<batchId> is written (drop: skip the write)",
-    "driver.sink.before": "job driver: after the commit log, before the sink output (drop: skip the sink write)",
-    "driver.batch.end": "job driver: after the sink output, before Spark records the batch (drop: no effect)",
 }
 _ALIASES = {"snapshot.upload": "snapshot.upload.before", "changelog.upload": "changelog.upload.before"}
 
@@ -68,13 +102,18 @@ class _Point:
     name: str
     terms: list[_Term]
     rng: random.Random
+    source: str = "api"  # "api", "env" or "control"
+    spec: str = ""  # the terms as armed (a control update keeps a point whose spec and seed are unchanged)
+    seed: int = 0
     hits: int = 0
     fired: dict[str, int] = field(default_factory=dict)
 
 
 _LOCK = threading.Lock()
 _ARMED: dict[str, _Point] = {}
+_PENDING: dict[str, str] = {}  # env entries naming points not registered (yet) in this process
 _SEED = 0
+_TASK: ContextVar[dict[str, int] | None] = ContextVar("statebed_failpoint_task", default=None)
 
 
 def _canonical(name: str) -> str:
@@ -104,9 +143,9 @@ def _parse_terms(name: str, text: str) -> list[_Term]:
     return terms
 
 
-def parse_spec(spec: str) -> dict[str, list[_Term]]:
-    """Parse `name=terms;name=terms` (empty entries ignored); errors name the bad part."""
-    out: dict[str, list[_Term]] = {}
+def _entries(spec: str) -> list[tuple[str, str]]:
+    """`name=terms;name=terms` as (name with aliases resolved, terms) pairs; names unchecked."""
+    out = []
     for entry in re.split(r"[;\n]", spec):
         entry = entry.strip()
         if not entry:
@@ -114,13 +153,43 @@ def parse_spec(spec: str) -> dict[str, list[_Term]]:
         name, sep, terms = entry.partition("=")
         if not sep:
             raise UsageError(f"failpoint entry {entry!r} needs the form name=action")
-        canon = _canonical(name)
-        out[canon] = _parse_terms(canon, terms)
+        out.append((_ALIASES.get(name.strip(), name.strip()), terms))
     return out
 
 
-def _rng(name: str) -> random.Random:
-    return random.Random(_SEED * 1_000_003 + zlib.crc32(name.encode()))
+def parse_spec(spec: str) -> dict[str, list[_Term]]:
+    """Parse `name=terms;name=terms` (empty entries ignored); errors name the bad part."""
+    return {_canonical(name): _parse_terms(name, terms) for name, terms in _entries(spec)}
+
+
+def _is_off(terms: list[_Term]) -> bool:
+    return all(t.action == "off" for t in terms)
+
+
+def _point(name: str, terms: list[_Term], source: str, seed: int) -> _Point:
+    rng = random.Random(seed * 1_000_003 + zlib.crc32(name.encode()))
+    return _Point(name, terms, rng, source, "->".join(t.describe() for t in terms), seed)
+
+
+def register(name: str, doc: str) -> None:
+    """Add a failpoint owned by a layer above the store (the job registers its driver's points).
+
+    An environment spec that named it before it was registered arms it now."""
+    with _LOCK:
+        KNOWN_POINTS[name] = doc
+        pending = _PENDING.pop(name, None)
+    if pending is not None:
+        terms = _parse_terms(name, pending)
+        if not _is_off(terms):
+            with _LOCK:
+                _ARMED[name] = _point(name, terms, "env", _SEED)
+
+
+def check_known() -> None:
+    """Fail on environment entries naming a point no module registered (call once all are imported)."""
+    if _PENDING:
+        name = sorted(_PENDING)[0]
+        raise UsageError(f"STATEBED_FAILPOINTS: unknown failpoint {name!r}; known: {', '.join(sorted(KNOWN_POINTS))}")
 
 
 def arm(name: str, terms: str) -> None:
@@ -128,30 +197,37 @@ def arm(name: str, terms: str) -> None:
     canon = _canonical(name)
     parsed = _parse_terms(canon, terms)
     with _LOCK:
-        if all(t.action == "off" for t in parsed):
+        if _is_off(parsed):
             _ARMED.pop(canon, None)
         else:
-            _ARMED[canon] = _Point(canon, parsed, _rng(canon))
+            _ARMED[canon] = _point(canon, parsed, "api", _SEED)
 
 
 def disarm(name: str | None = None) -> None:
+    """Disarm one point, or every point armed in this process (a control file may arm them again)."""
     with _LOCK:
         if name is None:
             _ARMED.clear()
+            _PENDING.clear()
         else:
             _ARMED.pop(_canonical(name), None)
 
 
-def configure(spec: str, seed: int = 0) -> None:
-    """Replace every armed failpoint by `spec` (the environment variable's grammar)."""
+def configure(spec: str, seed: int = 0, *, source: str = "api") -> None:
+    """Replace every armed failpoint by `spec` (the environment variable's grammar).
+
+    With `source="env"`, names not registered yet wait for `register` instead of failing."""
     global _SEED
-    parsed = parse_spec(spec)
+    entries = _entries(spec)
+    known = {n: _parse_terms(n, t) for n, t in entries if n in KNOWN_POINTS} if source == "env" else parse_spec(spec)
     with _LOCK:
         _SEED = seed
         _ARMED.clear()
-        for name, terms in parsed.items():
-            if not all(t.action == "off" for t in terms):
-                _ARMED[name] = _Point(name, terms, _rng(name))
+        _PENDING.clear()
+        _PENDING.update({n: t for n, t in entries if n not in known})
+        for name, terms in known.items():
+            if not _is_off(terms):
+                _ARMED[name] = _point(name, terms, source, seed)
 
 
 @contextlib.contextmanager
@@ -164,15 +240,136 @@ def armed(name: str, terms: str) -> Iterator[None]:
         disarm(name)
 
 
+@contextlib.contextmanager
+def task_context(**fields: int) -> Iterator[None]:
+    """Name the task attempt (batch, partition, attempt) that this thread's firings belong to."""
+    token = _TASK.set(dict(fields))
+    try:
+        yield
+    finally:
+        _TASK.reset(token)
+
+
 def stats() -> dict[str, dict[str, object]]:
     with _LOCK:
-        return {n: {"spec": "->".join(t.describe() for t in p.terms), "hits": p.hits, "fired": dict(p.fired)} for n, p in _ARMED.items()}
+        return {n: {"spec": p.spec, "source": p.source, "hits": p.hits, "fired": dict(p.fired)} for n, p in _ARMED.items()}
+
+
+class _ControlReader:
+    """This process's view of a control file: re-read when its identity changes, applied by version."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.version = 0
+        self._key: tuple[int, int, int] | None = None
+        self._next_poll = 0.0
+        self._busy = threading.Lock()
+
+    def poll(self) -> None:
+        now = time.monotonic()
+        if now < self._next_poll or not self._busy.acquire(blocking=False):
+            return
+        try:
+            self._next_poll = now + CONTROL_POLL_S
+            try:
+                st = os.stat(self.path)
+            except OSError:
+                return
+            key = (st.st_ino, st.st_mtime_ns, st.st_size)
+            if key != self._key:
+                self._key = key
+                self._load()
+        finally:
+            self._busy.release()
+
+    def _load(self) -> None:
+        try:
+            doc = loads_strict(self.path.read_bytes(), file=str(self.path), what="failpoint control file")
+            version, seed, points = int(doc["version"]), int(doc.get("seed", 0)), dict(doc["points"])
+        except (OSError, CorruptFileError, ValueError, KeyError, TypeError, AttributeError) as e:
+            log.warning("failpoint control file unreadable; keeping the current arming", extra=kv(file=str(self.path), error=str(e)))
+            return
+        if version > self.version:
+            _apply_control(points, seed, self.path)
+            self.version = version
+
+    def record(self, point: _Point, term: _Term, hits: int) -> None:
+        """Append one firing, one write(2) on an O_APPEND file, before the action runs."""
+        name = point.name
+        rec = {
+            "time": round(time.time(), 6),
+            "failpoint": name,
+            "action": term.action if term.arg is None else f"{term.action}({term.arg})",
+            "spec": point.spec,
+            "pid": os.getpid(),
+            "host": os.environ.get("SPARK_LOCAL_IP") or socket.gethostname(),
+            "task": _TASK.get(),
+            "hit": hits,
+            "control_version": self.version,
+        }
+        path = self.path.parent / f"fired-{os.getpid()}.jsonl"
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+            try:
+                os.write(fd, (json.dumps(rec) + "\n").encode())
+            finally:
+                os.close(fd)
+        except OSError as e:
+            log.warning("cannot record a failpoint firing", extra=kv(file=str(path), failpoint=name, error=str(e)))
+
+
+def _apply_control(points: dict[str, Any], seed: int, path: Path) -> None:
+    """Make the control-armed points exactly `points` (names not registered here are not ours)."""
+    wanted: dict[str, list[_Term]] = {}
+    for name, text in points.items():
+        if name not in KNOWN_POINTS:
+            continue
+        try:
+            wanted[name] = _parse_terms(name, str(text))
+        except UsageError as e:
+            log.warning("bad failpoint in control file; ignored", extra=kv(file=str(path), error=str(e)))
+    with _LOCK:
+        for name in [n for n, p in _ARMED.items() if p.source == "control" and n not in wanted]:
+            del _ARMED[name]
+        for name, terms in wanted.items():
+            old = _ARMED.get(name)
+            spec = "->".join(t.describe() for t in terms)
+            if old is not None and old.source == "control" and (old.spec, old.seed) == (spec, seed):
+                continue  # unchanged: keep its counts and RNG
+            if _is_off(terms):
+                _ARMED.pop(name, None)
+            else:
+                _ARMED[name] = _point(name, terms, "control", seed)
+
+
+_CONTROL: _ControlReader | None = None
+
+
+def use_control(path: str | os.PathLike[str] | None) -> str | None:
+    """Follow the control file at `path` in this process (None: stop); returns the previous path."""
+    global _CONTROL
+    previous = None if _CONTROL is None else str(_CONTROL.path)
+    if path is None:
+        _CONTROL = None
+    elif previous != str(Path(path).absolute()):
+        _CONTROL = _ControlReader(Path(path).absolute())
+    return previous
+
+
+def control_version() -> int | None:
+    """The control file version this process applied (None: it follows no control file)."""
+    control = _CONTROL
+    return None if control is None else control.version
 
 
 def hit(name: str) -> bool:
     """Evaluate failpoint `name`; True means the caller must skip its operation (`drop`)."""
-    if not _ARMED:  # the common case: one dict truth test
+    control = _CONTROL
+    if not _ARMED and control is None:  # the common case: one dict truth test
         return False
+    if control is not None:
+        control.poll()
     point = _ARMED.get(name)
     if point is None:
         return False
@@ -189,8 +386,11 @@ def hit(name: str) -> bool:
             chosen = term
             point.fired[term.action] = point.fired.get(term.action, 0) + 1
             break
+        hits = point.hits
     if chosen is None or chosen.action == "off":
         return False
+    if control is not None:
+        control.record(point, chosen, hits)
     if chosen.action == "delay":
         time.sleep(int(chosen.arg or 0) / 1000.0)
         return False
@@ -207,7 +407,11 @@ def _from_env() -> None:
         seed_text = env("STATEBED_FAILPOINTS_SEED", "0")
         if not seed_text.lstrip("-").isdigit():
             raise UsageError(f"STATEBED_FAILPOINTS_SEED must be an integer, got {seed_text!r}")
-        configure(spec, int(seed_text))
+        configure(spec, int(seed_text), source="env")
+    if env(CONTROL_ENV):
+        use_control(env(CONTROL_ENV))
 
 
 _from_env()
+
+from .failpoint_control import Control  # noqa: E402  (the controller side; re-exported here)

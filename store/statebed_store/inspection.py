@@ -18,7 +18,19 @@ from .commitlog import CommitLog, CommitRecord
 from .config import StoreOptions
 from .errors import StatebedError, UsageError
 from .lineage import CheckpointRef
-from .naming import CHANGELOG, DEFAULT_STORE, SNAPSHOT, SST_DIR, STATE_DIR, StoreId, parse_state_file
+from .naming import (
+    CHANGELOG,
+    COMMITS_DIR,
+    DEFAULT_STORE,
+    LOGS_DIR,
+    METADATA_DIR,
+    SNAPSHOT,
+    SST_DIR,
+    STATE_DIR,
+    StoreId,
+    parse_index,
+    parse_state_file,
+)
 from .plan import LoadPlan
 from .storage.base import Storage
 from .store import StateStoreProvider
@@ -29,6 +41,7 @@ __all__ = [
     "JOIN_STORE_ORDER",
     "commit_records",
     "committed_ref",
+    "committed_store_names",
     "discover_stores",
     "dump_state",
     "list_checkpoint",
@@ -40,29 +53,61 @@ __all__ = [
 
 # Spark's stream-stream join keeps four stores per partition, listed in this order.
 JOIN_STORE_ORDER = ("left-keyToNumValues", "left-keyWithIndexToValue", "right-keyToNumValues", "right-keyWithIndexToValue")
-_SKIP_DIRS = {SST_DIR, "_metadata", "logs"}
+_SKIP_DIRS = {SST_DIR, METADATA_DIR, LOGS_DIR}
 
 
 def _has_state_files(storage: Storage, directory: str) -> bool:
     return any(parse_state_file(f.name) for f in storage.list(directory))
 
 
-def discover_stores(storage: Storage) -> list[StoreId]:
-    """Every store directory under `state/` that holds state files, sorted."""
+def _is_number(name: str) -> bool:
+    return parse_index(name) is not None
+
+
+def _skip(notes: list[str] | None, storage: Storage, path: str, why: str) -> None:
+    if notes is not None:
+        notes.append(f"skipped {storage.display(path)}: {why}")
+
+
+def discover_stores(storage: Storage, notes: list[str] | None = None) -> list[StoreId]:
+    """Every store directory under `state/` that holds state files, sorted.
+
+    A stray directory (`state/é`, `state/0/0/my store`) is skipped, never fatal; with `notes`,
+    each skipped path is named there.
+    """
     out: list[StoreId] = []
     for op in storage.list_dirs(STATE_DIR):
-        if not (op.isascii() and op.isdigit()):
+        if not _is_number(op):
+            _skip(notes, storage, f"{STATE_DIR}/{op}", "not an operator id")
             continue
         for part in storage.list_dirs(f"{STATE_DIR}/{op}"):
-            if not (part.isascii() and part.isdigit()):
+            if not _is_number(part):
+                if not part.startswith("_"):  # Spark's `_metadata`
+                    _skip(notes, storage, f"{STATE_DIR}/{op}/{part}", "not a partition id")
                 continue
             pdir = f"{STATE_DIR}/{op}/{part}"
             if _has_state_files(storage, pdir):
                 out.append(StoreId(int(op), int(part)))
             for name in storage.list_dirs(pdir):
-                if name not in _SKIP_DIRS and not name.startswith("_") and _has_state_files(storage, f"{pdir}/{name}"):
+                if name in _SKIP_DIRS or name.startswith("_") or not _has_state_files(storage, f"{pdir}/{name}"):
+                    continue
+                try:
                     out.append(StoreId(int(op), int(part), name))
+                except UsageError as e:
+                    _skip(notes, storage, f"{pdir}/{name}", str(e))
     return sorted(out)
+
+
+def committed_store_names(count: int, present: list[str]) -> list[str] | None:
+    """The store names a commit's `count` ids for one partition stand for, given the store
+    directories present; None when the names cannot be told (an unknown multi-store operator)."""
+    if count == 1 and len(present) <= 1:
+        return present or [DEFAULT_STORE]
+    if count == len(JOIN_STORE_ORDER) and set(present) <= set(JOIN_STORE_ORDER):
+        return list(JOIN_STORE_ORDER)
+    if count == len(present):
+        return sorted(present)
+    return None
 
 
 def store_index(store: StoreId, siblings: list[str]) -> int:
@@ -89,13 +134,18 @@ def committed_ref(storage: Storage, store: StoreId, siblings: list[str] | None =
     log = CommitLog(storage)
     ids = log.batch_ids()
     if not ids:
-        raise UsageError(f"{storage.display('commits')}: no commit log entries; pass --version (and --id)")
+        raise UsageError(f"{storage.display(COMMITS_DIR)}: no commit log entries; pass --version (and --id)")
     b = ids[-1] if batch is None else batch
     rec = log.read(b)
     if rec is None:
-        raise UsageError(f"batch {b} is not committed in {storage.display('commits')}")
+        raise UsageError(f"batch {b} is not committed in {storage.display(COMMITS_DIR)}")
     idx = store_index(store, siblings or [store.store_name])
-    return CheckpointRef(rec.version, rec.id_for(store.operator, store.partition, idx))
+    cid = rec.id_for(store.operator, store.partition, idx)
+    if cid is None and rec.state_ids is not None:  # a V2 commit without this store: not a V1 load by version
+        raise UsageError(
+            f"{storage.display(log.path(b))}: batch {b} is a V2 commit but records no checkpoint id for {store}; pass --version and --id"
+        )
+    return CheckpointRef(rec.version, cid)
 
 
 def _siblings(stores: list[StoreId], store: StoreId) -> list[str]:
@@ -103,9 +153,10 @@ def _siblings(stores: list[StoreId], store: StoreId) -> list[str]:
 
 
 def list_checkpoint(storage: Storage) -> dict[str, Any]:
-    """Everything `statebed ls` shows, as plain data."""
+    """Everything `statebed ls` shows, as plain data; `notes` names the stray directories skipped."""
     commits = commit_records(storage)
-    stores = discover_stores(storage)
+    notes: list[str] = []
+    stores = discover_stores(storage, notes)
     kinds: set[str] = set()
     out_stores = []
     for store in stores:
@@ -150,6 +201,7 @@ def list_checkpoint(storage: Storage) -> dict[str, Any]:
         "format": fmt,
         "commits": {"count": len(commits), "latestBatch": max(commits) if commits else None},
         "stores": out_stores,
+        "notes": notes,
     }
 
 

@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import itertools
 import json
+import reprlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from .errors import LineageError
+from .jsonsafe import loads_strict
 from .naming import is_valid_id
 
-__all__ = ["CheckpointRef", "Lineage", "lineage_from_json", "lineage_to_json", "validate_lineage"]
+__all__ = ["CheckpointRef", "Lineage", "lineage_from_json", "lineage_from_list", "lineage_to_json", "validate_lineage"]
 
 
 @dataclass(frozen=True, order=True)
@@ -39,17 +41,18 @@ def lineage_to_json(lineage: Iterable[CheckpointRef]) -> str:
 
 
 def lineage_from_json(text: str, *, file: str) -> Lineage:
-    """Parse a lineage; structure errors name the file."""
-    try:
-        raw = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise LineageError(file, f"lineage is not valid JSON ({e.msg} at char {e.pos})") from None
+    """Parse a lineage; text that is not JSON is CorruptFileError, a wrong structure LineageError; both name the file."""
+    return lineage_from_list(loads_strict(text, file=file, what="lineage"), file=file)
+
+
+def lineage_from_list(raw: object, *, file: str) -> Lineage:
+    """A lineage from already-parsed JSON (snapshot metadata embeds it); LineageError naming the file."""
     if not isinstance(raw, list):
         raise LineageError(file, f"lineage must be a JSON array, got {type(raw).__name__}")
     out = []
     for i, item in enumerate(raw):
         if not isinstance(item, dict):
-            raise LineageError(file, f"lineage item {i} is not an object: {item!r}")
+            raise LineageError(file, f"lineage item {i} is not an object: {reprlib.repr(item)}")
         version, cid = item.get("version"), item.get("checkpointUniqueId")
         if not isinstance(version, int) or isinstance(version, bool) or version < 1:
             raise LineageError(file, f"lineage item {i} has a bad version {version!r}")

@@ -11,6 +11,12 @@ Layout under a checkpoint root (Spark's, so one reader serves both)::
         <version>.changelog / <version>.zip   V1 names (overwritten by every attempt)
         SSTs/<fileNo>-<uuid>.sst              immutable SST files shared by snapshots
         <storeName>/...                       any other store of that partition, same layout
+      state/<operator>/_metadata/             Spark's operator metadata (not a partition)
+
+Local names (under `StoreOptions.local_dir`, see `localfs`): `<checkpoint hash>/<op>/<part>/<store>/`
+with a `LOCK` file, `db/` and `pending/<pid>_<version>_<id>_<nonce>/`; a provider that finds
+the lock taken uses `<store>.<pid>.<nonce>/`; downloaded SSTs live in
+`<checkpoint hash>/sst-cache/<op>/<part>/<store>/`. Temp files are hidden: `.<name>.<nonce>.tmp`.
 """
 
 from __future__ import annotations
@@ -26,18 +32,34 @@ __all__ = [
     "CHANGELOG",
     "COMMITS_DIR",
     "CRC_SUFFIX",
+    "DB_DIR",
     "DEFAULT_STORE",
+    "LOCK_FILE",
+    "LOGS_DIR",
+    "METADATA_DIR",
+    "PENDING_DIR",
     "SNAPSHOT",
+    "SST_CACHE_DIR",
     "SST_DIR",
     "STATE_DIR",
+    "ZIP_METADATA",
     "StateFileName",
     "StoreId",
     "check_id",
+    "commit_path",
+    "is_sst",
     "is_valid_id",
     "new_checkpoint_id",
+    "new_sst_name",
+    "parse_batch_id",
+    "parse_index",
     "parse_state_file",
+    "pending_name",
+    "pending_pid",
+    "private_dir_name",
     "sidecar_main",
     "sidecar_name",
+    "temp_name",
 ]
 
 CHANGELOG: Literal["changelog"] = "changelog"
@@ -47,6 +69,15 @@ COMMITS_DIR = "commits"
 STATE_DIR = "state"
 DEFAULT_STORE = "default"
 CRC_SUFFIX = ".crc"
+METADATA_DIR = "_metadata"  # Spark's operator metadata directory under state/<op>/
+LOGS_DIR = "logs"  # RocksDB log files named by snapshot metadata
+ZIP_METADATA = "metadata"  # the member of a snapshot zip that lists its SSTs
+SST_SUFFIX = ".sst"
+# Local (executor-side) names.
+LOCK_FILE = "LOCK"
+DB_DIR = "db"
+PENDING_DIR = "pending"
+SST_CACHE_DIR = "sst-cache"
 
 Kind = Literal["changelog", "zip"]
 
@@ -95,6 +126,51 @@ def parse_state_file(name: str) -> StateFileName | None:
     return StateFileName(int(m.group(1)), m.group(2), kind)
 
 
+def commit_path(batch_id: int) -> str:
+    """`commits/<batchId>`: Spark's commit log entry of a batch."""
+    return f"{COMMITS_DIR}/{batch_id}"
+
+
+def parse_batch_id(name: str) -> int | None:
+    """The batch id of a commit log file name; None for anything else (`.1.crc`, `1.tmp`)."""
+    return int(name) if name.isascii() and name.isdigit() and len(name) <= 18 else None
+
+
+def parse_index(name: str) -> int | None:
+    """An operator or partition directory name (`state/<op>/<part>`), or None."""
+    return int(name) if name.isascii() and name.isdigit() and len(name) <= 9 else None
+
+
+def is_sst(name: str) -> bool:
+    return name.endswith(SST_SUFFIX)
+
+
+def new_sst_name(local: str) -> str:
+    """The DFS name of a local SST `000017.sst`: `000017-<uuid>.sst`, unique per upload."""
+    return f"{local.removesuffix(SST_SUFFIX)}-{uuid.uuid4()}{SST_SUFFIX}"
+
+
+def temp_name(name: str) -> str:
+    """A hidden temp name next to `name`: never listed, never a state file."""
+    return f".{name}.{uuid.uuid4().hex}.tmp"
+
+
+def pending_name(pid: int, version: int, checkpoint_id: str | None) -> str:
+    """A local checkpoint queued for upload, named after the process that owns it."""
+    return f"{pid}_{version}_{checkpoint_id or 'v1'}_{uuid.uuid4().hex[:8]}"
+
+
+def pending_pid(name: str) -> int | None:
+    """The owning process of a pending checkpoint directory, or None if the name is not one."""
+    pid = name.split("_", 1)[0]
+    return int(pid) if pid.isascii() and pid.isdigit() else None
+
+
+def private_dir_name(store_name: str, pid: int) -> str:
+    """The instance directory of a provider that found the shared one locked."""
+    return f"{store_name}.{pid}.{uuid.uuid4().hex[:8]}"
+
+
 def sidecar_name(name: str) -> str:
     return name + CRC_SUFFIX
 
@@ -126,6 +202,11 @@ class StoreId:
         """Directory relative to the checkpoint root; the default store has no level of its own."""
         base = f"{STATE_DIR}/{self.operator}/{self.partition}"
         return base if self.store_name == DEFAULT_STORE else f"{base}/{self.store_name}"
+
+    @property
+    def local_parts(self) -> tuple[str, str, str]:
+        """Its directory levels on a local disk (every store has its own level there)."""
+        return str(self.operator), str(self.partition), self.store_name
 
     def path(self, name: str) -> str:
         return f"{self.dir}/{name}"

@@ -8,18 +8,29 @@ was never uploaded) until a snapshot is found or version 1 is reached (start emp
 Files of other ids of the same version are never looked at (Example 2).
 
 V1: the newest `<n>.zip` with n <= v, then `<n>.changelog` up to v, by name only.
+
+A snapshot that turns out unusable (damaged, foreign, an SST missing or corrupt) is
+planned around: `plan_with_fallback` is the one loop that does it, for loads (which find
+out while unpacking) and for `statebed plan` and the verifier (`loadable_plan`, which find
+out by checking the same things), so they agree on what loads.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import itertools
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import TypeVar
 
-from .errors import LineageError, MissingFileError, UnplannableError
+from .errors import CheckpointFileError, LineageError, StatebedError, UnplannableError
 from .lineage import CheckpointRef, Lineage
 from .naming import CHANGELOG, SNAPSHOT
 from .store_files import StoreFiles
+from .unpack import check_snapshot
 
-__all__ = ["LoadPlan", "check_link", "check_plan", "plan_load"]
+__all__ = ["LoadPlan", "SnapshotUnusable", "check_link", "check_plan", "loadable_plan", "plan_load", "plan_with_fallback"]
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -27,6 +38,7 @@ class LoadPlan:
     target: CheckpointRef
     snapshot: CheckpointRef | None
     changelogs: tuple[CheckpointRef, ...]
+    skipped: tuple[tuple[CheckpointRef, StatebedError], ...] = field(default=(), compare=False)  # snapshots planned around, why
 
     @property
     def chain(self) -> tuple[CheckpointRef, ...]:
@@ -94,16 +106,18 @@ def _plan_v2(files: StoreFiles, target: CheckpointRef, exclude: frozenset[Checkp
 def _plan_v1(files: StoreFiles, target: CheckpointRef, exclude: frozenset[CheckpointRef]) -> LoadPlan:
     snaps = [r.version for r in files.refs(SNAPSHOT) if r.id is None and r.version <= target.version and r not in exclude]
     base = max(snaps, default=0)
-    needed = [CheckpointRef(v) for v in range(base + 1, target.version + 1)]
-    missing = [files.display(r, CHANGELOG) for r in needed if not files.has_changelog(r)]
-    if missing:
+    have = {r.version for r in files.refs(CHANGELOG) if r.id is None and base < r.version <= target.version}
+    count = target.version - base
+    if len(have) < count:  # walk only as far as the first gaps: a stray `100000000.changelog` is no hang
+        gaps = (v for v in range(base + 1, target.version + 1) if v not in have)
+        missing = [files.display(CheckpointRef(v), CHANGELOG) for v in itertools.islice(gaps, 100)]
         where = f"after snapshot {files.display(CheckpointRef(base), SNAPSHOT)}" if base else "with no snapshot at or below it"
         raise UnplannableError(
             f"version {target.version} of {files.store}",
-            f"{len(missing)} changelog(s) missing {where}, first {missing[0]}",
+            f"{count - len(have)} changelog(s) missing {where}, first {missing[0]}",
             missing=missing,
         )
-    return LoadPlan(target, CheckpointRef(base) if base else None, tuple(needed))
+    return LoadPlan(target, CheckpointRef(base) if base else None, tuple(CheckpointRef(v) for v in range(base + 1, target.version + 1)))
 
 
 def check_link(ref: CheckpointRef, lineage: Lineage | None, prev: CheckpointRef | None, *, file: str) -> None:
@@ -121,25 +135,65 @@ def check_link(ref: CheckpointRef, lineage: Lineage | None, prev: CheckpointRef 
 
 
 def check_plan(files: StoreFiles, plan: LoadPlan) -> None:
-    """Read the header of every file the plan names and check they agree with it.
+    """Check every file the plan names as a load would use it; raises the error naming the first bad file.
 
-    Each changelog's own lineage must end at the plan entry before it (or be empty at
-    version 1); the snapshot's metadata must be readable and its SSTs present with the
-    recorded sizes. Raises the error naming the first bad file.
+    The snapshot as `unpack.check_snapshot` does (metadata naming itself, every SST present
+    with its size and contents); each changelog whole (sidecar and owner, every block and
+    record), and its lineage must end at the plan entry before it (or be empty at version 1).
     """
-    prev = plan.snapshot
     if plan.snapshot is not None:
-        meta = files.snapshot_metadata(plan.snapshot)
-        ssts = files.sst_listing()
-        for f in meta.sst_files:
-            info = ssts.get(f.dfs)
-            sst_path = files.storage.display(f"{files.store.dir}/SSTs/{f.dfs}")
-            if info is None:
-                raise MissingFileError(sst_path, f"SST file named by {files.display(plan.snapshot, SNAPSHOT)} is missing")
-            if info.size != f.size:
-                raise MissingFileError(
-                    sst_path, f"SST file is {info.size} bytes, {files.display(plan.snapshot, SNAPSHOT)} expects {f.size}"
-                )
+        check_snapshot(files, plan.snapshot)
+    _check_changelogs(files, plan)
+
+
+def _check_changelogs(files: StoreFiles, plan: LoadPlan) -> None:
+    prev = plan.snapshot
     for ref in plan.changelogs:
-        check_link(ref, files.changelog_header(ref).lineage, prev, file=files.display(ref, CHANGELOG))
+        check_link(ref, files.verified_changelog_header(ref).lineage, prev, file=files.display(ref, CHANGELOG))
         prev = ref
+
+
+class SnapshotUnusable(Exception):
+    """The plan's snapshot cannot be used; `plan_with_fallback` plans again without it."""
+
+    def __init__(self, ref: CheckpointRef, error: StatebedError) -> None:
+        super().__init__(str(error))
+        self.ref, self.error = ref, error
+
+
+def plan_with_fallback(files: StoreFiles, target: CheckpointRef, use: Callable[[LoadPlan], T]) -> T:
+    """Plan `target` and hand the plan to `use`; when `use` finds its snapshot unusable, plan without it.
+
+    The one planning loop of loads and checks. The plan given to `use` lists the snapshots
+    skipped so far. When no plan is left, the first snapshot's error is raised (it says
+    what is wrong), else the UnplannableError.
+    """
+    skipped: list[tuple[CheckpointRef, StatebedError]] = []
+    while True:
+        try:
+            plan = plan_load(files, target, exclude_snapshots=frozenset(r for r, _ in skipped))
+        except UnplannableError:
+            if skipped:
+                raise skipped[0][1] from None
+            raise
+        try:
+            return use(replace(plan, skipped=tuple(skipped)))
+        except SnapshotUnusable as bad:
+            skipped.append((bad.ref, bad.error))
+
+
+def loadable_plan(files: StoreFiles, target: CheckpointRef) -> tuple[LoadPlan, list[StatebedError]]:
+    """The checked plan a load of `target` ends up with (`statebed plan`, the verifier), and the
+    errors of the snapshots it plans around; raises the first error when no plan passes."""
+
+    def check(plan: LoadPlan) -> LoadPlan:
+        if plan.snapshot is not None:
+            try:
+                check_snapshot(files, plan.snapshot)
+            except (CheckpointFileError, UnplannableError) as e:
+                raise SnapshotUnusable(plan.snapshot, e) from None
+        _check_changelogs(files, plan)
+        return plan
+
+    plan = plan_with_fallback(files, target, check)
+    return plan, [e for _, e in plan.skipped]

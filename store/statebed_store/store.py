@@ -20,41 +20,36 @@ is a synchronous full snapshot, so a load never mixes V1 and V2 files.
 from __future__ import annotations
 
 import enum
-import fcntl
-import hashlib
-import os
-import shutil
 import threading
 import time
-import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, TypeAlias
+from typing import Any, TypeAlias
 
 import pyarrow as pa
 
-from . import failpoints
+from . import failpoints, localfs
 from .changelog import DELETE, PUT, Chunk, as_binary_array, encode_changelog, parse_changelog
 from .config import StoreOptions
 from .engine import RocksEngine
 from .errors import (
     CheckpointFileError,
-    CorruptFileError,
+    InjectedFault,
     MissingFileError,
-    StatebedError,
     StoreStateError,
     UnplannableError,
     UsageError,
 )
 from .lineage import CheckpointRef
 from .log import get_logger, kv
-from .naming import CHANGELOG, SNAPSHOT, SST_DIR, StateFileName, StoreId, check_id, new_checkpoint_id
-from .plan import LoadPlan, check_link, plan_load
+from .naming import CHANGELOG, DB_DIR, StateFileName, StoreId, check_id, new_checkpoint_id
+from .plan import LoadPlan, SnapshotUnusable, check_link, plan_with_fallback
 from .publish import publish_state_file
-from .snapshot import ImmutableFile, read_zip
+from .snapshot import ImmutableFile
 from .storage.base import Storage
 from .store_files import HeaderCache, StoreFiles
+from .unpack import open_snapshot, unpack_snapshot
 from .uploader import PendingSnapshot, SnapshotUploader, SstRegistry, default_uploader, upload_snapshot
 
 __all__ = ["CommitResult", "ProviderMetrics", "StateStore", "StateStoreProvider"]
@@ -97,11 +92,6 @@ class _Status(enum.Enum):
     CLOSED = "closed"
 
 
-class _SnapshotUnusable(Exception):
-    def __init__(self, ref: CheckpointRef, error: StatebedError) -> None:
-        self.ref, self.error = ref, error
-
-
 @dataclass
 class _Instance:
     """The open RocksDB instance and what it is known to hold."""
@@ -130,34 +120,16 @@ class StateStoreProvider:
         self.store = store
         self.options = options or StoreOptions()
         self.uploader = uploader or default_uploader()
-        self.cache = cache or HeaderCache()
+        self.cache = HeaderCache() if cache is None else cache  # an empty cache passed in is still shared
         self.executor_id = executor_id
         self.metrics = ProviderMetrics()
         self._lock = threading.Lock()
         self._status = _Status.IDLE
         self._instance: _Instance | None = None
-        self._dir, self._lock_file, self._private = self._claim_local_dir()
-        self._sst_cache = self._local_root() / "sst-cache" / str(store.operator) / str(store.partition) / store.store_name
-        self._sst_cache.mkdir(parents=True, exist_ok=True)
-
-    # -- local directory ------------------------------------------------------------------
-    def _local_root(self) -> Path:
-        return Path(self.options.local_dir) / hashlib.sha1(self.storage.url.encode()).hexdigest()[:16]
-
-    def _claim_local_dir(self) -> tuple[Path, IO[bytes] | None, bool]:
-        """Lock `<local>/<op>/<part>/<store>`; if another process holds it, use a private one."""
-        base = self._local_root() / str(self.store.operator) / str(self.store.partition) / self.store.store_name
-        base.mkdir(parents=True, exist_ok=True)
-        f = open(base / "LOCK", "ab")
-        try:
-            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            f.close()
-            private = base.parent / f"{self.store.store_name}.{os.getpid()}.{uuid.uuid4().hex[:8]}"
-            private.mkdir(parents=True)
-            return private, None, True
-        _remove_dead_pending(base / "pending")
-        return base, f, False
+        root = localfs.local_root(self.options.local_dir, storage.url)
+        self._local = localfs.claim_instance_dir(root, store)
+        self._dir = self._local.path
+        self._sst_cache = localfs.sst_cache_dir(root, store)
 
     @property
     def loaded(self) -> CheckpointRef | None:
@@ -221,77 +193,53 @@ class StateStoreProvider:
                 log.info("file missing while loading; listing again", extra=kv(store=str(self.store), target=str(ref), error=str(e)))
 
     def _build(self, files: StoreFiles, ref: CheckpointRef) -> _Instance:
-        """Plan and materialize; a damaged snapshot is excluded and the load planned without it."""
-        excluded: set[CheckpointRef] = set()
-        first_error: StatebedError | None = None
-        while True:
-            try:
-                plan = plan_load(files, ref, exclude_snapshots=frozenset(excluded))
-            except UnplannableError as e:
-                if first_error is not None:
-                    raise first_error from None
-                if ref.id is None and ref.version > 0 and any(r.version == ref.version and r.id for r in files.refs()):
-                    raise UnplannableError(
-                        e.target, e.detail + f"; version {ref.version} has V2 files: load it with its checkpoint id", e.missing
-                    ) from None
-                raise
+        """Plan and materialize; a damaged snapshot is planned around (`plan.plan_with_fallback`)."""
+
+        def materialize(plan: LoadPlan) -> _Instance:
             try:
                 return self._materialize(files, plan)
-            except _SnapshotUnusable as bad:
-                first_error = first_error or bad.error
-                excluded.add(bad.ref)
+            except SnapshotUnusable as bad:
                 self.metrics.snapshot_fallbacks += 1
                 log.warning(
                     "snapshot unusable; planning without it",
                     extra=kv(store=str(self.store), snapshot=str(bad.ref), target=str(ref), error=str(bad.error)),
                 )
+                raise
 
-    def _fetch_sst(self, f: ImmutableFile, subdir: str) -> Path:
-        """The SST in the host-local cache (downloaded once, shared by processes of this host)."""
-        cached = self._sst_cache / f.dfs
-        if cached.exists() and cached.stat().st_size == f.size:
-            return cached
-        path = f"{self.store.dir}/{subdir}/{f.dfs}"
-        data = self.storage.read(path)
-        if len(data) != f.size:
-            raise CorruptFileError(self.storage.display(path), f"SST is {len(data)} bytes, snapshot metadata expects {f.size}")
-        tmp = cached.with_name(f".{f.dfs}.{uuid.uuid4().hex}.tmp")
-        tmp.write_bytes(data)
-        os.replace(tmp, cached)
-        return cached
-
-    def _unpack_snapshot(self, files: StoreFiles, snap: CheckpointRef, db_dir: Path) -> SstRegistry:
-        shown = files.display(snap, SNAPSHOT)
         try:
-            meta, members = read_zip(files.read_verified(snap, SNAPSHOT), file=shown, version=snap.version)
-            for name, content in members.items():
-                (db_dir / name).write_bytes(content)
-            for f, sub in [(f, SST_DIR) for f in meta.sst_files] + [(f, "logs") for f in meta.log_files]:
-                try:
-                    src = self._fetch_sst(f, sub)
-                except MissingFileError as e:
-                    raise MissingFileError(e.file, f"file named by {shown} is missing") from None
-                try:
-                    os.link(src, db_dir / f.local)
-                except OSError:
-                    shutil.copyfile(src, db_dir / f.local)
-        except (CheckpointFileError, UnplannableError) as e:  # corrupt, missing, unknown format, bad lineage
-            raise _SnapshotUnusable(snap, e) from None
+            return plan_with_fallback(files, ref, materialize)
+        except UnplannableError as e:
+            if ref.id is None and ref.version > 0 and any(r.version == ref.version and r.id for r in files.refs()):
+                raise UnplannableError(
+                    e.target, e.detail + f"; version {ref.version} has V2 files: load it with its checkpoint id", e.missing
+                ) from None
+            raise
+
+    def _fetch_sst(self, files: StoreFiles, f: ImmutableFile, subdir: str) -> Path:
+        """The SST in the host-local cache (downloaded once and checked, shared by processes of this host)."""
+        cached = localfs.cached_file(self._sst_cache, f.dfs, f.size)
+        if cached is not None:
+            return cached
+        return localfs.cache_file(self._sst_cache, f.dfs, files.read_immutable(f, subdir))
+
+    def _open_snapshot(self, files: StoreFiles, snap: CheckpointRef, db_dir: Path) -> tuple[RocksEngine, SstRegistry]:
+        """Unpack and open `snap` (`unpack`: the checks `statebed plan` and the verifier make); SnapshotUnusable if it fails."""
+        try:
+            meta = unpack_snapshot(files, snap, db_dir, lambda f, sub: self._fetch_sst(files, f, sub))
+            engine = open_snapshot(files, snap, db_dir, meta)
+        except (CheckpointFileError, UnplannableError) as e:  # corrupt, missing, foreign, unknown format, bad lineage
+            raise SnapshotUnusable(snap, e) from None
         self.metrics.snapshot_loads += 1
-        return SstRegistry(meta.sst_files)
+        return engine, SstRegistry(meta.sst_files)
 
     def _materialize(self, files: StoreFiles, plan: LoadPlan) -> _Instance:
-        db_dir = self._dir / "db"
+        db_dir = self._dir / DB_DIR
         RocksEngine.clear_dir(db_dir)
         registry = SstRegistry()
         if plan.snapshot is not None:
-            registry = self._unpack_snapshot(files, plan.snapshot, db_dir)
-        try:
+            engine, registry = self._open_snapshot(files, plan.snapshot, db_dir)
+        else:
             engine = RocksEngine(db_dir)
-        except StatebedError as e:
-            if plan.snapshot is None:
-                raise
-            raise _SnapshotUnusable(plan.snapshot, CorruptFileError(files.display(plan.snapshot, SNAPSHOT), str(e))) from None
         try:
             prev = plan.snapshot
             for ref in plan.changelogs:
@@ -324,7 +272,17 @@ class StateStoreProvider:
         return self._instance.engine
 
     def _creator(self, txn: StateStore) -> dict[str, Any]:
-        return {"executorId": self.executor_id, "taskInfo": txn.task_info, "writer": "statebed"}
+        """Sidecar `creator`: the attempt, plus the file's own store and `(version, id)` (checked by readers)."""
+        s = self.store
+        own = {"operator": s.operator, "partition": s.partition, "storeName": s.store_name}
+        return {
+            "executorId": self.executor_id,
+            "taskInfo": txn.task_info,
+            "writer": "statebed",
+            "store": own,
+            "version": txn.base.version + 1,
+            "checkpointUniqueId": txn.new_id,
+        }
 
     def _commit(self, txn: StateStore, snapshot: bool | None) -> CommitResult:
         self._engine(txn)
@@ -338,7 +296,9 @@ class StateStoreProvider:
                 self._switch_snapshot(txn, new)
             else:
                 fmt = 3 if v2 else 1
-                data = encode_changelog(fmt, tuple(inst.lineage) if v2 else None, txn._chunks, self.options.lz4_block_size)
+                # Capped even if snapshots keep failing locally: a lineage must fit writeUTF's 64 KiB.
+                lineage = tuple(inst.lineage[-self.options.snapshot_interval :]) if v2 else None
+                data = encode_changelog(fmt, lineage, txn._chunks, self.options.lz4_block_size)
                 path = self.store.path(StateFileName(new.version, new.id, CHANGELOG).name)
                 if not failpoints.hit("changelog.upload.before"):
                     publish_state_file(
@@ -359,6 +319,7 @@ class StateStoreProvider:
             else:
                 if v2:
                     inst.lineage.append(new)
+                    del inst.lineage[: -self.options.snapshot_interval]  # loaders trace further back
                 due = new.version - inst.last_snapshot_version >= self.options.snapshot_interval
                 if snapshot or (snapshot is None and due):
                     self._queue_snapshot(txn, new, base_lineage if v2 else None)
@@ -377,7 +338,7 @@ class StateStoreProvider:
     def _pending(self, txn: StateStore, ref: CheckpointRef, lineage: tuple[CheckpointRef, ...] | None) -> PendingSnapshot:
         inst = self._instance
         assert inst is not None
-        ckpt = self._dir / "pending" / f"{os.getpid()}_{ref.version}_{ref.id or 'v1'}_{uuid.uuid4().hex[:8]}"
+        ckpt = localfs.new_pending_dir(self._dir, ref.version, ref.id)
         inst.engine.checkpoint(ckpt)
         return PendingSnapshot(
             storage=self.storage,
@@ -414,9 +375,9 @@ class StateStoreProvider:
         pending = self._pending(txn, ref, () if ref.id is not None else None)
         try:
             if not upload_snapshot(pending):
-                raise StatebedError(f"{self.store}: format-switch snapshot of version {ref.version} was dropped by a failpoint")
+                raise InjectedFault(f"{self.store}: format-switch snapshot of version {ref.version} was dropped by a failpoint")
         finally:
-            shutil.rmtree(pending.checkpoint_dir, ignore_errors=True)
+            localfs.remove_tree(pending.checkpoint_dir)
         log.info(
             "format switch snapshot written", extra=kv(store=str(self.store), version=ref.version, id=ref.id, format=self.options.format)
         )
@@ -435,17 +396,14 @@ class StateStoreProvider:
         with self._lock:
             self._invalidate()
             self._status = _Status.CLOSED
-            if self._lock_file is not None:
-                self._lock_file.close()
-                self._lock_file = None
-            shutil.rmtree(self._dir / "db", ignore_errors=True)
-            if self._private:
-                shutil.rmtree(self._dir, ignore_errors=True)
+            localfs.remove_tree(self._dir / DB_DIR)
+            self._local.release()
+        log.info("provider closed", extra=kv(store=str(self.store), **self.metrics.as_dict()))
 
     def __enter__(self) -> StateStoreProvider:
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, *_exc: object) -> None:
         self.close()
 
 
@@ -516,28 +474,9 @@ class StateStore:
     def __enter__(self) -> StateStore:
         return self
 
-    def __exit__(self, exc_type: object, *exc: object) -> None:
+    def __exit__(self, *_exc: object) -> None:
         if not self._done:
             self.abort()
-
-
-def _remove_dead_pending(pending: Path) -> None:
-    """Drop local checkpoints queued by processes that no longer run (named `<pid>_...`)."""
-    if not pending.is_dir():
-        return
-    for entry in pending.iterdir():
-        pid = entry.name.split("_", 1)[0]
-        if pid.isdigit() and int(pid) != os.getpid():
-            try:
-                os.kill(int(pid), 0)
-                continue  # still alive: its uploader may be using it
-            except ProcessLookupError:
-                pass
-            except PermissionError:
-                continue
-        elif pid.isdigit():
-            continue  # ours: the process-wide uploader may still hold it
-        shutil.rmtree(entry, ignore_errors=True)
 
 
 def _binary(values: Keys, what: str) -> pa.Array:

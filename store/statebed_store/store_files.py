@@ -4,6 +4,8 @@ Loads, cleanup, the CLI and the verifiers all ask the same questions of a store 
 (which `(version, id)` has a snapshot or a changelog, what lineage a file records); this
 class answers them with one LIST and one ranged read per header, and can share a cache
 of headers across calls: V2 files are never overwritten, so a header read once stays true.
+Whole-file checks (what a verifier vouches for) are never answered from that cache: they
+are made once per StoreFiles, so a file damaged since an earlier pass is still reported.
 """
 
 from __future__ import annotations
@@ -11,16 +13,14 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from typing import TypeVar
 
-from . import lz4block
-from .changelog import ChangelogHeader, parse_changelog_header, read_changelog_header
-from .checksum import check_sidecar
-from .errors import LineageError, MissingFileError
+from .changelog import ChangelogHeader, parse_changelog, read_changelog_header
+from .checksum import check_owner, check_sidecar, crc32c
+from .errors import CorruptFileError, LineageError, MissingFileError
 from .lineage import CheckpointRef, Lineage
 from .naming import CHANGELOG, SNAPSHOT, SST_DIR, StateFileName, StoreId, parse_state_file, sidecar_main, sidecar_name
-from .snapshot import SnapshotMetadata, read_zip
+from .snapshot import ImmutableFile, SnapshotMetadata, check_identity, read_zip
 from .storage.base import FileInfo, Storage
 
 __all__ = ["HeaderCache", "StoreFiles"]
@@ -54,12 +54,6 @@ class HeaderCache:
         return len(self._d)
 
 
-@dataclass(frozen=True)
-class ListedFile:
-    name: StateFileName
-    info: FileInfo
-
-
 class StoreFiles:
     def __init__(
         self,
@@ -77,7 +71,8 @@ class StoreFiles:
         self.files: dict[StateFileName, FileInfo] = {}
         self.sidecars: dict[str, FileInfo] = {}
         self.other: list[FileInfo] = []
-        self._ssts: dict[str, FileInfo] | None = None
+        self._listings: dict[str, dict[str, FileInfo]] = {}
+        self._checked: dict[tuple[str, str], object] = {}  # this pass's whole-file checks (see `_once`)
         for info in infos:
             parsed = parse_state_file(info.name)
             if parsed is not None:
@@ -105,14 +100,16 @@ class StoreFiles:
 
     def refs(self, kind: str | None = None) -> list[CheckpointRef]:
         """Every (version, id) with a file of `kind` (any kind when None), sorted."""
-        return sorted({CheckpointRef(n.version, n.id) for n in self.files if kind is None or n.kind == kind})
+        refs = {CheckpointRef(n.version, n.id) for n in self.files if kind is None or n.kind == kind}
+        return sorted(refs, key=lambda r: (r.version, r.id or ""))  # V1 and V2 names can share a version
 
     def has_sidecar(self, ref: CheckpointRef, kind: str) -> bool:
         return sidecar_name(StateFileName(ref.version, ref.id, kind).name) in self.sidecars  # type: ignore[arg-type]
 
     # -- contents ---------------------------------------------------------------------
     def read_verified(self, ref: CheckpointRef, kind: str) -> bytes:
-        """Whole file, checked against its CRC32C sidecar when one is listed."""
+        """Whole file, checked against its CRC32C sidecar when one is listed, and the sidecar's
+        record of whose file it is (a file copied in from another store or attempt is a ForeignFileError)."""
         path = self.path(ref, kind)
         data = self.storage.read(path)
         if self.verify_checksums and self.has_sidecar(ref, kind):
@@ -121,48 +118,77 @@ class StoreFiles:
             except MissingFileError:
                 side = None  # deleted since listing: fall back to the container's own checks
             if side is not None:
-                check_sidecar(data, side, file=self.storage.display(path))
+                shown = self.storage.display(path)
+                creator = check_sidecar(data, side, file=shown)
+                s = self.store
+                check_owner(
+                    creator,
+                    operator=s.operator,
+                    partition=s.partition,
+                    store_name=s.store_name,
+                    version=ref.version,
+                    checkpoint_id=ref.id,
+                    file=shown,
+                )
         return data
 
-    def _cached(self, ref: CheckpointRef, kind: str, read: Callable[[str], T], tag: str | None = None) -> T:
-        """`read(display path)`, memoised for V2 files (never overwritten); V1 files always re-read.
+    def _cached(self, ref: CheckpointRef, kind: str, read: Callable[[str], T], tag: str) -> T:
+        """`read(display path)`, memoised in the shared cache for V2 files (never overwritten); V1 files always re-read.
 
-        `tag` names what was read (default: the kind), so a cheaper read never stands in for a checked one.
+        `tag` names what was read, so a cheaper read never stands in for a checked one.
+        Only readers that act on what they read (loads, cleanup, ls) use this: a verifier's
+        checks go through `_once`, so a file damaged after an earlier pass is still reported.
         """
-        key = self.display(ref, kind)
+        key = (tag, self.display(ref, kind))
         cacheable = self.cache is not None and ref.id is not None
         if cacheable:
-            hit = self.cache.get((tag or kind, key))  # type: ignore[union-attr]
+            hit = self.cache.get(key)  # type: ignore[union-attr]
             if hit is not None:
                 return hit  # type: ignore[return-value]
-        value = read(key)
+        value = read(key[1])
         if cacheable:
-            self.cache.put((tag or kind, key), value)  # type: ignore[union-attr]
+            self.cache.put(key, value)  # type: ignore[union-attr]
         return value
 
+    def _once(self, ref: CheckpointRef, kind: str, read: Callable[[str], T], tag: str) -> T:
+        shown = self.display(ref, kind)
+        return self.checked_once((tag, shown), lambda: read(shown))
+
     def changelog_header(self, ref: CheckpointRef) -> ChangelogHeader:
+        """Format and lineage from a ranged read of the file's start (no checksum over the whole file)."""
         path = self.path(ref, CHANGELOG)
-        return self._cached(ref, CHANGELOG, lambda _: read_changelog_header(self.storage, path, version=ref.version))
+        return self._cached(ref, CHANGELOG, lambda _: read_changelog_header(self.storage, path, version=ref.version), "changelog header")
 
     def verified_changelog_header(self, ref: CheckpointRef) -> ChangelogHeader:
-        """The header, after checking the whole file: its CRC32C sidecar, else every LZ4 block.
+        """The header, after checking the whole file: CRC32C sidecar and owner, every LZ4 block, every record.
 
-        For verifiers: a flipped byte anywhere in the file is reported, not only in the header.
+        For verifiers: a flipped byte anywhere in the file, or records cut short, is reported,
+        not only a damaged header. Read once per StoreFiles, never served from the shared cache.
         """
 
         def read(shown: str) -> ChangelogHeader:
-            data = self.read_verified(ref, CHANGELOG)
-            checked_by_sidecar = self.verify_checksums and self.has_sidecar(ref, CHANGELOG)
-            payload, _ = lz4block.decompress(data if not checked_by_sidecar else data[: 256 * 1024], file=shown, partial=checked_by_sidecar)
-            return parse_changelog_header(payload, file=shown, version=ref.version)
+            cl = parse_changelog(self.read_verified(ref, CHANGELOG), file=shown, version=ref.version)
+            cl.check_records()
+            return cl.header
 
-        header = self._cached(ref, CHANGELOG, read, tag="changelog, whole file checked")
+        header = self._once(ref, CHANGELOG, read, "changelog, whole file checked")
         if self.cache is not None and ref.id is not None:
-            self.cache.put((CHANGELOG, self.display(ref, CHANGELOG)), header)  # also serves plain header reads
+            self.cache.put(("changelog header", self.display(ref, CHANGELOG)), header)  # serves later plain header reads
         return header
 
+    def _read_snapshot_metadata(self, ref: CheckpointRef, shown: str) -> SnapshotMetadata:
+        meta, _ = read_zip(self.read_verified(ref, SNAPSHOT), file=shown, version=ref.version)
+        check_identity(meta, ref, self.store, file=shown)
+        return meta
+
     def snapshot_metadata(self, ref: CheckpointRef) -> SnapshotMetadata:
-        return self._cached(ref, SNAPSHOT, lambda shown: read_zip(self.read_verified(ref, SNAPSHOT), file=shown, version=ref.version)[0])
+        """The zip's metadata (whole zip checked against its sidecar, identity against its name); shared-cached."""
+        tag = "snapshot metadata, sidecar checked" if self.verify_checksums else "snapshot metadata"
+        return self._cached(ref, SNAPSHOT, lambda shown: self._read_snapshot_metadata(ref, shown), tag)
+
+    def verified_snapshot_metadata(self, ref: CheckpointRef) -> SnapshotMetadata:
+        """As `snapshot_metadata`, but read once per StoreFiles and never from the shared cache (verifiers)."""
+        return self._once(ref, SNAPSHOT, lambda shown: self._read_snapshot_metadata(ref, shown), "snapshot metadata, checked")
 
     def lineage_of(self, ref: CheckpointRef) -> Lineage:
         """The lineage `ref`'s changelog records (V2 changelogs always carry one)."""
@@ -174,8 +200,24 @@ class StoreFiles:
             )
         return header.lineage
 
-    def sst_listing(self) -> dict[str, FileInfo]:
-        """`SSTs/` of this store, listed once per StoreFiles (like the directory itself)."""
-        if self._ssts is None:
-            self._ssts = {i.name: i for i in self.storage.list(f"{self.store.dir}/{SST_DIR}")}
-        return self._ssts
+    def sst_listing(self, subdir: str = SST_DIR) -> dict[str, FileInfo]:
+        """`SSTs/` (or `logs/`) of this store, listed once per StoreFiles (like the directory itself)."""
+        if subdir not in self._listings:
+            self._listings[subdir] = {i.name: i for i in self.storage.list(f"{self.store.dir}/{subdir}")}
+        return self._listings[subdir]
+
+    def read_immutable(self, f: ImmutableFile, subdir: str = SST_DIR) -> bytes:
+        """An SST (or log file) a snapshot names, checked against the size and CRC32C the snapshot recorded."""
+        path = f"{self.store.dir}/{subdir}/{f.dfs}"
+        data = self.storage.read(path)
+        if len(data) != f.size:
+            raise CorruptFileError(self.storage.display(path), f"is {len(data)} bytes, snapshot metadata expects {f.size}")
+        if f.crc32c is not None and crc32c(data) != f.crc32c:
+            raise CorruptFileError(self.storage.display(path), "CRC32C does not match the one its snapshot recorded: the file is corrupt")
+        return data
+
+    def checked_once(self, key: tuple[str, str], check: Callable[[], T]) -> T:
+        """`check()` at most once per StoreFiles (one verifier pass), never from the shared cache."""
+        if key not in self._checked:
+            self._checked[key] = check()
+        return self._checked[key]  # type: ignore[return-value]

@@ -10,21 +10,21 @@ V2 loads trace lineage past a missing snapshot, so a lost snapshot costs replay 
 
 from __future__ import annotations
 
-import queue
-import shutil
 import threading
 import time
-import uuid
+from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from . import failpoints
-from .errors import StatebedError
+from .checksum import crc32c
+from .errors import StatebedError, UsageError
 from .lineage import CheckpointRef, Lineage
+from .localfs import read_checkpoint_dir, remove_tree
 from .log import get_logger, kv
-from .naming import SNAPSHOT, SST_DIR, StateFileName, StoreId
+from .naming import SNAPSHOT, SST_DIR, StateFileName, StoreId, new_sst_name
 from .publish import publish_state_file
 from .snapshot import ImmutableFile, SnapshotMetadata, build_zip
 from .storage.base import Storage
@@ -32,6 +32,7 @@ from .storage.base import Storage
 __all__ = ["PendingSnapshot", "SnapshotUploader", "SstRegistry", "default_uploader", "upload_snapshot"]
 
 log = get_logger("uploader")
+DEFAULT_MAX_PENDING = 16  # snapshots waiting per process (each a local RocksDB checkpoint)
 
 
 class SstRegistry:
@@ -44,16 +45,16 @@ class SstRegistry:
 
     def __init__(self, known: Iterable[ImmutableFile] = ()) -> None:
         self._lock = threading.Lock()
-        self._m: dict[tuple[str, int], str] = {(f.local, f.size): f.dfs for f in known}
+        self._m: dict[tuple[str, int], ImmutableFile] = {(f.local, f.size): f for f in known}
 
-    def lookup(self, local: str, size: int) -> str | None:
+    def lookup(self, local: str, size: int) -> ImmutableFile | None:
         with self._lock:
             return self._m.get((local, size))
 
     def add(self, files: Iterable[ImmutableFile]) -> None:
         with self._lock:
             for f in files:
-                self._m[(f.local, f.size)] = f.dfs
+                self._m[(f.local, f.size)] = f
 
     def __len__(self) -> int:
         return len(self._m)
@@ -89,23 +90,19 @@ def upload_snapshot(p: PendingSnapshot, uploaded: dict[str, ImmutableFile] | Non
         return False
     uploaded = {} if uploaded is None else uploaded
     ssts: list[ImmutableFile] = []
-    others: dict[str, bytes] = {}
-    for f in sorted(p.checkpoint_dir.iterdir()):
-        if not f.is_file():
-            continue
-        if f.suffix == ".sst":
-            size = f.stat().st_size
-            dfs = p.registry.lookup(f.name, size)
-            if dfs is None:
-                done = uploaded.get(f.name)
-                if done is None or done.size != size:
-                    dfs = f"{f.stem}-{uuid.uuid4()}.sst"
-                    p.storage.write(f"{p.store.dir}/{SST_DIR}/{dfs}", f.read_bytes(), create_only=True)
-                    uploaded[f.name] = ImmutableFile(f.name, dfs, size)
-                dfs = uploaded[f.name].dfs
-            ssts.append(ImmutableFile(f.name, dfs, size))
-        elif f.name != "LOCK":
-            others[f.name] = f.read_bytes()
+    local_ssts, others = read_checkpoint_dir(p.checkpoint_dir)
+    for f in local_ssts:
+        size = f.stat().st_size
+        known = p.registry.lookup(f.name, size)
+        if known is None:
+            done = uploaded.get(f.name)
+            if done is None or done.size != size:
+                data = f.read_bytes()
+                dfs = new_sst_name(f.name)
+                p.storage.write(p.store.path(f"{SST_DIR}/{dfs}"), data, create_only=True)
+                uploaded[f.name] = ImmutableFile(f.name, dfs, size, crc32c(data))  # readers check SST contents with it
+            known = uploaded[f.name]
+        ssts.append(known)
     _check_complete(p, others)
     meta = SnapshotMetadata(
         sst_files=tuple(ssts),
@@ -113,6 +110,7 @@ def upload_snapshot(p: PendingSnapshot, uploaded: dict[str, ImmutableFile] | Non
         lineage=p.lineage,
         checkpoint_id=p.ref.id,
         version=p.ref.version,
+        store=p.store,
         extra={"writer": "statebed"},
     )
     publish_state_file(
@@ -135,44 +133,68 @@ def _check_complete(p: PendingSnapshot, others: dict[str, bytes]) -> None:
 
 
 class SnapshotUploader:
-    """One daemon thread draining a FIFO of pending snapshots."""
+    """One daemon thread draining a bounded FIFO of pending snapshots.
 
-    def __init__(self) -> None:
-        self._q: queue.Queue[PendingSnapshot | None] = queue.Queue()
-        self._lock = threading.Lock()
+    At most `max_pending` snapshots wait (each holds a local RocksDB checkpoint on disk).
+    When the queue is full, the oldest waiting snapshot of the same store (else the oldest
+    waiting one) is dropped and counted in `dropped`: V2 loads trace lineage past a missing
+    snapshot, so a dropped snapshot costs replay time, never correctness.
+    """
+
+    def __init__(self, max_pending: int = DEFAULT_MAX_PENDING) -> None:
+        if not isinstance(max_pending, int) or isinstance(max_pending, bool) or max_pending < 1:
+            raise UsageError(f"max_pending must be an integer >= 1, got {max_pending!r}")
+        self.max_pending = max_pending
+        self._cond = threading.Condition()
+        self._queue: deque[PendingSnapshot] = deque()
+        self._in_flight = 0
         self._thread: threading.Thread | None = None
         self.uploaded = 0
         self.skipped = 0
         self.failed = 0
+        self.dropped = 0
 
     def submit(self, p: PendingSnapshot) -> None:
-        with self._lock:
+        victim = None
+        with self._cond:
             if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(target=self._run, name="statebed-snapshot-uploader", daemon=True)
                 self._thread.start()
-        self._q.put(p)
+            if len(self._queue) >= self.max_pending:
+                victim = next((q for q in self._queue if q.store == p.store), self._queue[0])
+                self._queue.remove(victim)
+                self.dropped += 1
+            self._queue.append(p)
+            self._cond.notify_all()
+        if victim is not None:
+            remove_tree(victim.checkpoint_dir)
+            log.warning(
+                "snapshot queue full; dropped the oldest waiting snapshot (loads replay changelogs instead)",
+                extra=kv(store=str(victim.store), version=victim.ref.version, id=victim.ref.id, max_pending=self.max_pending),
+            )
 
     def pending(self) -> int:
-        return self._q.unfinished_tasks
+        """Snapshots queued or being uploaded."""
+        with self._cond:
+            return len(self._queue) + self._in_flight
 
     def drain(self, timeout_s: float = 60.0) -> bool:
         """Wait until every queued snapshot is handled; False on timeout."""
-        deadline = time.monotonic() + timeout_s
-        while self._q.unfinished_tasks:
-            if time.monotonic() > deadline:
-                return False
-            time.sleep(0.01)
-        return True
+        with self._cond:
+            return self._cond.wait_for(lambda: not self._queue and not self._in_flight, timeout_s)
 
     def _run(self) -> None:
         while True:
-            p = self._q.get()
+            with self._cond:
+                self._cond.wait_for(lambda: bool(self._queue))
+                p = self._queue.popleft()
+                self._in_flight += 1
             try:
-                if p is None:
-                    return
                 self._handle(p)
             finally:
-                self._q.task_done()
+                with self._cond:
+                    self._in_flight -= 1
+                    self._cond.notify_all()
 
     def _handle(self, p: PendingSnapshot) -> None:
         fields = dict(store=str(p.store), version=p.ref.version, id=p.ref.id)
@@ -203,7 +225,7 @@ class SnapshotUploader:
                     log.error("snapshot upload crashed; skipped", extra=kv(**fields, error=repr(e)), exc_info=True)
                     return
         finally:
-            shutil.rmtree(p.checkpoint_dir, ignore_errors=True)
+            remove_tree(p.checkpoint_dir)
 
 
 _DEFAULT: SnapshotUploader | None = None

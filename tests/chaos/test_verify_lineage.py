@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from checkpoint_helpers import commit, ref_of, run_cli
+from checkpoint_helpers import commit, ref_of, rewrite_changelog, run_cli
 
 from statebed_chaos.verify import KINDS, verify_lineage
 from statebed_store import (
@@ -24,7 +24,6 @@ from statebed_store import (
     StoreOptions,
     open_storage,
 )
-from statebed_store.changelog import parse_changelog
 from statebed_store.checksum import make_sidecar
 from statebed_store.commitlog import render_commit
 from statebed_store.lineage import lineage_to_json
@@ -75,17 +74,6 @@ def built(storage: Storage, options: StoreOptions, tmp_path: Path) -> Built:
 
 def kinds(report) -> set[str]:  # type: ignore[no-untyped-def]
     return {a.kind for a in report.anomalies}
-
-
-def rewrite_changelog(storage: Storage, path: str, lineage_json: str) -> None:
-    """Replace a changelog's lineage keeping its records, with a matching sidecar (so only the lineage is wrong)."""
-    data = storage.read(path)
-    payload, _ = decompress(data, file=path)
-    cl = parse_changelog(data, file=path)
-    head = b"\x00\x02v3" + len(lineage_json).to_bytes(2, "big") + lineage_json.encode()
-    new = compress(head + payload[cl.header.records_offset :])
-    storage.write(path, new)
-    storage.write(path + ".crc", make_sidecar(new))
 
 
 def test_a_healthy_checkpoint_is_valid_and_lists_its_orphan(built: Built) -> None:
@@ -226,8 +214,22 @@ def test_a_crashing_checker_is_unknown(
     assert code == 3 and json.loads(out)["valid"] == "unknown" and "bug in a checker" in json.loads(out)["error"]
 
 
-def test_anomaly_kinds_are_the_stable_names() -> None:
-    assert KINDS == ("missing-checkpoint", "lineage-break", "non-linear-lineage", "unplannable", "unreadable-file", "commit-gap")
+def test_every_declared_anomaly_kind_is_produced_and_no_other(
+    local_storage: Storage, options: StoreOptions, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """One damage per partition plus a commit gap: the kinds reported are exactly `KINDS`, in the CLI's JSON too."""
+    built = build(local_storage, options, tmp_path)
+    s, c = built.storage, built.committed
+    s.write("commits/3", render_commit({0: [[c[0][4].id], [built.losers[(1, 4)].id], [c[2][4].id]]}))  # fork on 1
+    s.delete([built.path(0, c[0][10])])  # missing, unplannable
+    s.write(built.path(2, c[2][6]), b"")  # unreadable
+    for suffix in ("", ".crc"):  # foreign: partition 1's changelog and sidecar copied over partition 0's
+        s.write(built.path(0, c[0][2]) + suffix, s.read(built.path(1, c[1][2]) + suffix))
+    s.delete(["commits/8"])  # gap
+    reported = {a.kind for a in verify_lineage(s, all_versions=True).anomalies}
+    assert reported == set(KINDS)
+    code, out, _ = run_cli(capsys, "verify", "lineage", s.url, "--all-versions", "--json")
+    assert code == 1 and {a["kind"] for a in json.loads(out)["anomalies"]} == set(KINDS)
 
 
 # -- Spark's own checkpoints ---------------------------------------------------------------------

@@ -1,4 +1,8 @@
-"""The state verifier on in-process runs, with the seed appendix's V1 anomalies as positive controls."""
+"""The state verifier on in-process runs, with the seed appendix's V1 anomalies as positive controls.
+
+Ground truth comes from the source (the generator, or the ingest service's acknowledged
+records) and Spark's file source log, never from the driver's own input log.
+"""
 
 from __future__ import annotations
 
@@ -14,6 +18,8 @@ from job_helpers import InProcessJob, records
 from statebed_chaos.verify.state import verify_state
 from statebed_job.config import JobOptions
 from statebed_job.task import TaskResult, TaskSpec, close_providers, run_partition
+from statebed_model.rundir import table_bytes
+from statebed_model.sources import IngestSource
 from statebed_store import default_uploader, failpoints
 
 
@@ -44,46 +50,123 @@ def test_clean_runs_are_valid(tmp_path: Path, workload: str, mode: str) -> None:
 
 def test_oracle_mismatch_names_keys_and_batches(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     job = InProcessJob(tmp_path / "run", JobOptions(workload="count", batches=3, rows_per_batch=100, keyspace=20))
-    for b in range(3):
-        job.batch(b)
-    # The input log claims batch 1 had one more record (key 7) than the state saw.
-    extra = records([10_000], [7], [5])
-    job.run.write_input(1, pa.concat_tables([job.run.read_input(1), extra]))
+    job.batch(0)
+    # The driver is handed batch 1 plus a record (key 7) the generator never made: it logs and applies it.
+    job.batch(1, inputs=pa.concat_tables([job.source.records(["000001.parquet"]), records([10_000], [7], [5])]))
+    job.batch(2)
     report = verify_state(job.run.root)
     assert report.valid is False
     mismatch = next(a for a in report.anomalies if a.kind == "state-mismatch")
     assert mismatch.keys == [7] and 1 in mismatch.batches and "key 7" in mismatch.detail
     assert any(a.kind == "output-mismatch" and a.batches == [1] for a in report.anomalies)
+    log = next(a for a in report.anomalies if a.kind == "input-log-mismatch")  # the input log agreed with the driver, not the source
+    assert log.batches == [1] and log.records == [10_000]
     code, out, _ = run_cli(capsys, "verify", "state", str(job.run.root), "--json")
     assert code == 1 and json.loads(out)["valid"] is False
+
+
+def test_a_driver_that_drops_records_is_caught_from_the_generator(tmp_path: Path) -> None:
+    """The driver loses half of batch 1 and its input log says so: an input log as ground truth would call this valid."""
+    job = InProcessJob(tmp_path / "run", JobOptions(workload="bucket-collect", batches=2, rows_per_batch=100, keyspace=20))
+    job.batch(0)
+    job.batch(1, inputs=job.source.records(["000001.parquet"]).slice(0, 50))
+    report = verify_state(job.run.root)
+    assert report.valid is False
+    lost = next(a for a in report.anomalies if a.kind == "lost-record")
+    assert set(lost.batches) == {1} and set(lost.records) <= set(range(150, 200))
+    log = next(a for a in report.anomalies if a.kind == "input-log-mismatch")
+    assert log.batches == [1] and "50 missing from the log" in log.detail
+
+
+def test_the_input_log_is_a_diagnostic_only(tmp_path: Path) -> None:
+    job = InProcessJob(tmp_path / "run", JobOptions(workload="count", batches=2, rows_per_batch=50, keyspace=10))
+    for b in range(2):
+        job.batch(b)
+    job.run.storage.delete([job.run.input_name(0)])
+    report = verify_state(job.run.root)
+    assert report.valid is True, report.anomalies
+    assert report.checked["records"] == 100 and any("no input log for committed batch(es) [0]" in n for n in report.notes)
 
 
 def test_missing_and_uncommitted_outputs(tmp_path: Path) -> None:
     job = InProcessJob(tmp_path / "run", JobOptions(workload="count", batches=3, rows_per_batch=100, keyspace=20))
     for b in range(3):
         job.batch(b)
-    job.run.output_path(2).unlink()
+    job.run.storage.delete([job.run.output_name(2)])
     job.run.write_output(7, job.run.read_output(1))
     report = verify_state(job.run.root)
     assert {(a.kind, tuple(a.batches)) for a in report.anomalies} >= {("missing-output", (2,)), ("uncommitted-output", (7,))}
 
 
-def test_missing_input_makes_the_verdict_unknown(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_an_unknown_batch_source_makes_the_verdict_unknown(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Without Spark's record of which file batch 0 read, its records are unknown: never valid."""
     job = InProcessJob(tmp_path / "run", JobOptions(workload="count", batches=2, rows_per_batch=50, keyspace=10))
     for b in range(2):
         job.batch(b)
-    job.run.input_path(0).unlink()
+    job.run.storage.delete(["spark-checkpoint/sources/0/0"])
     report = verify_state(job.run.root)
     assert report.valid == "unknown" and kinds(report) == {"missing-input"}
+    assert report.anomalies[0].batches == [0] and "no entry for batch 0" in report.anomalies[0].detail
     code, _, _ = run_cli(capsys, "verify", "state", str(job.run.root))
     assert code == 3
+
+
+# -- an ingest source: the acknowledged records are the ground truth ----------------------------
+
+
+def ingest_job(tmp_path: Path, **kw: object) -> InProcessJob:
+    opts = JobOptions(source="ingest", landing=str(tmp_path / "landing"), partitions=2, keyspace=20, **kw)  # type: ignore[arg-type]
+    return InProcessJob(tmp_path / "run", opts)
+
+
+def landed(first: int, n: int = 30) -> pa.Table:
+    ids = list(range(first, first + n))
+    return records(ids, [i % 20 for i in ids], [i % 7 for i in ids])
+
+
+@pytest.mark.parametrize("workload", ["count", "bucket-collect"])
+def test_an_ingest_run_is_valid_and_later_landings_are_pending(tmp_path: Path, workload: str) -> None:
+    job = ingest_job(tmp_path, workload=workload)
+    for b in range(3):
+        job.batch(b, land=landed(100 * b))
+    assert isinstance(job.source, IngestSource)
+    job.source.land(landed(900, 5))  # acknowledged after the last committed batch: not yet processed
+    report = verify_state(job.run.root)
+    assert report.valid is True, report.anomalies
+    assert report.checked["records"] == 90
+    assert any(n.startswith("not-yet-processed: 1 acknowledged file(s), 5 record(s)") for n in report.notes)
+
+
+def test_an_acknowledged_file_no_batch_read_is_lost(tmp_path: Path) -> None:
+    job = ingest_job(tmp_path, workload="count")
+    assert isinstance(job.source, IngestSource)
+    skipped = job.source.land(landed(500, 4))  # seq 0: acknowledged, but batch 0 reads seq 1
+    job.batch(0, land=landed(0))
+    job.batch(1, land=landed(100))
+    report = verify_state(job.run.root)
+    assert report.valid is False
+    lost = next(a for a in report.anomalies if a.kind == "lost-acknowledged")
+    assert lost.records == [500, 501, 502, 503] and skipped.file in lost.detail
+
+
+def test_acknowledged_records_missing_from_the_landed_file_are_lost(tmp_path: Path) -> None:
+    """The landed file lost records after its ack (storage damage): the ack still promises them."""
+    job = ingest_job(tmp_path, workload="bucket-collect")
+    assert isinstance(job.source, IngestSource)
+    ack = job.source.land(landed(0))
+    job.source.landing.write(ack.file, table_bytes(landed(0, 28)))
+    job.batch(0)  # Spark's source picks the landed file up
+    report = verify_state(job.run.root)
+    assert report.valid is False
+    lost = next(a for a in report.anomalies if a.kind == "lost-acknowledged")
+    assert lost.records == [28, 29] and lost.batches == [0]
 
 
 def test_rerun_of_a_committed_batch_is_not_recomputed(tmp_path: Path) -> None:
     job = InProcessJob(tmp_path / "run", JobOptions(workload="bucket-collect", batches=3, rows_per_batch=200, keyspace=30))
     job.batch(0)
     job.batch(1)
-    job.run.output_path(1).unlink()  # the driver died between the commit log and the sink
+    job.run.storage.delete([job.run.output_name(1)])  # the driver died between the commit log and the sink
     calls = []
 
     def never(spec: TaskSpec, parts: list[pa.Table]) -> list[TaskResult]:
@@ -91,7 +174,7 @@ def test_rerun_of_a_committed_batch_is_not_recomputed(tmp_path: Path) -> None:
         return []
 
     assert job.batch(1, schedule=never).status == "re-emitted"
-    assert calls == [] and job.run.output_path(1).exists()
+    assert calls == [] and job.run.has_output(1)
     job.batch(2)
     assert verify_state(job.run.root).valid is True
 
@@ -159,12 +242,21 @@ def test_appendix_four_of_three(tmp_path: Path, mode: str) -> None:
     changelog of deletes and adds against it. V1's restart replays it on X's snapshot: a
     sample of 4, or elements missing, as in the appendix. V2 follows Y's lineage."""
     keys = 200
-    opts = JobOptions(workload="sample3", mode=mode, batches=3, partitions=1, keyspace=keys, snapshot_interval=1)
+    opts = JobOptions(
+        workload="sample3",
+        mode=mode,
+        batches=3,
+        partitions=1,
+        keyspace=keys,
+        snapshot_interval=1,
+        source="ingest",
+        landing=str(tmp_path / "in"),
+    )
     job = InProcessJob(tmp_path / "run", opts)
     k = list(range(keys))
-    job.batch(0, inputs=records([1_000_000 + i for i in range(3 * keys)], k * 3))  # (A, B, C) per key
-    job.batch(1, inputs=records([2_000_000 + i for i in k], k), schedule=two_attempts_first_snapshot_wins(job, "X", "Y"))
-    job.batch(2, inputs=records([3_000_000 + i for i in k], k), schedule=on(job, "Y"))
+    job.batch(0, land=records([1_000_000 + i for i in range(3 * keys)], k * 3))  # (A, B, C) per key
+    job.batch(1, land=records([2_000_000 + i for i in k], k), schedule=two_attempts_first_snapshot_wins(job, "X", "Y"))
+    job.batch(2, land=records([3_000_000 + i for i in k], k), schedule=on(job, "Y"))
     report = verify_state(job.run.root)
     if mode == "v1":
         assert report.valid is False

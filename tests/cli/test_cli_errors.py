@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -162,7 +163,10 @@ def test_missing_sst_plan_reports_it_dump_falls_back(capsys: Capsys, ckpt: Writt
     meta, _ = read_zip(ckpt.storage.read(ckpt.path(3, "zip")), file="zip")
     sst = STORE.path(f"SSTs/{meta.sst_files[0].dfs}")
     ckpt.storage.delete([sst])
-    err = fails(capsys, "plan", ckpt.storage.url, *store_args(ckpt, 4))
+    # plan agrees with the load: it plans around the snapshot (naming why) and replays changelogs 1-4
+    code, out, err = run_cli(capsys, "plan", ckpt.storage.url, *store_args(ckpt, 4), "--json")
+    assert code == 0, err
+    assert json.loads(out) == {"snapshot": None, "changelogs": [plan_entry(ckpt, v) for v in (1, 2, 3, 4)]}
     assert ckpt.storage.display(sst) in err and ckpt.display(3, "zip") in err
     # the state is still loadable from the changelogs, and dump says exactly what it is
     code, out, err = run_cli(capsys, "dump", ckpt.storage.url, *store_args(ckpt, 4))
@@ -172,8 +176,16 @@ def test_missing_sst_plan_reports_it_dump_falls_back(capsys: Capsys, ckpt: Writt
 
 def test_corrupt_zip_plan_names_it(capsys: Capsys, ckpt: Written) -> None:
     ckpt.storage.write(ckpt.path(3, "zip"), b"PK\x03\x04 not really")
+    code, out, err = run_cli(capsys, "plan", ckpt.storage.url, *store_args(ckpt, 4), "--json")  # planned around
+    assert code == 0 and json.loads(out)["snapshot"] is None and ckpt.display(3, "zip") in err
+    ckpt.storage.delete([ckpt.path(2, "changelog")])  # and with no way around it, exit 2 naming the zip
     err = fails(capsys, "plan", ckpt.storage.url, *store_args(ckpt, 4))
     assert ckpt.display(3, "zip") in err
+
+
+def plan_entry(w: Written, v: int) -> dict[str, object]:
+    ref = w.results[v]
+    return {"version": v, "id": ref.checkpoint_id, "file": w.path(v)}
 
 
 def test_corrupt_commit_log_names_it(capsys: Capsys, ckpt: Written) -> None:

@@ -51,13 +51,20 @@ def test_ls_json_document(
         "format": "v2",
         "commits": {"count": 4, "latestBatch": 3},
         "stores": [{"operator": 0, "partition": 0, "store": "default", "dir": "state/0/0", "versions": versions}],
+        "notes": [],
     }
 
 
 def test_ls_of_an_empty_checkpoint(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     code, out, _ = run_cli(capsys, "ls", str(tmp_path), "--json")
     assert code == 0
-    assert json.loads(out) == {"checkpoint": str(tmp_path), "format": "empty", "commits": {"count": 0, "latestBatch": None}, "stores": []}
+    assert json.loads(out) == {
+        "checkpoint": str(tmp_path),
+        "format": "empty",
+        "commits": {"count": 0, "latestBatch": None},
+        "stores": [],
+        "notes": [],
+    }
 
 
 def test_ls_reports_a_damaged_file_in_its_entry(

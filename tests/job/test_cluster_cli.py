@@ -1,4 +1,4 @@
-"""`statebed cluster`: real master and worker JVMs on loopback addresses, stopped by PID."""
+"""`statebed cluster`: real master and worker JVMs on loopback addresses, stopped by PID after an identity check."""
 
 from __future__ import annotations
 
@@ -7,14 +7,15 @@ import os
 import signal
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from spark_runs import STATEBED, statebed
 
+from statebed_cli.main import main
 from statebed_job.cluster import StandaloneCluster
-
-pytestmark = pytest.mark.slow
+from statebed_job.procs import identify
 
 
 def pids_of(doc: dict) -> list[int]:  # type: ignore[type-arg]
@@ -30,6 +31,7 @@ def alive(pid: int) -> bool:
     return stat.exists() and stat.read_text().rsplit(")", 1)[1].split()[0] != "Z"
 
 
+@pytest.mark.slow
 def test_up_status_down(tmp_path: Path) -> None:
     d = str(tmp_path / "cluster")
     up = statebed("cluster", "up", "--dir", d, "--workers", "2", "--json")
@@ -50,6 +52,7 @@ def test_up_status_down(tmp_path: Path) -> None:
     assert json.loads(statebed("cluster", "status", "--dir", d, "--json").stdout)["running"] is False
 
 
+@pytest.mark.slow
 def test_foreground_cluster_stops_on_sigterm(tmp_path: Path) -> None:
     d = tmp_path / "cluster"
     proc = subprocess.Popen(
@@ -70,3 +73,64 @@ def test_foreground_cluster_stops_on_sigterm(tmp_path: Path) -> None:
     proc.send_signal(signal.SIGTERM)
     proc.communicate(timeout=60)
     assert not any(alive(p) for p in pids) and cluster.read_state() is None
+
+
+@pytest.fixture
+def innocent() -> Iterator[subprocess.Popen[bytes]]:
+    """A real unrelated process whose PID a stale state file names."""
+    proc = subprocess.Popen(["sleep", "60"])
+    try:
+        yield proc
+    finally:
+        proc.kill()
+        proc.wait(10)
+
+
+def forge(d: Path, master: dict, workers: list[dict]) -> None:  # type: ignore[type-arg]
+    d.mkdir(parents=True, exist_ok=True)
+    doc = {"master_url": "spark://127.0.0.1:1", "master_web": "http://127.0.0.1:1", "workers": workers, **master}
+    (d / "cluster.json").write_text(json.dumps(doc))
+
+
+def test_down_refuses_a_reused_pid_from_a_stale_state_file(tmp_path: Path, innocent: subprocess.Popen[bytes]) -> None:
+    me = identify(innocent.pid)
+    assert me is not None
+    d = tmp_path / "cluster"
+    forge(
+        d,
+        {"master_pid": innocent.pid, "master_start_time": me.start_time - 1, "master_cmdline": ["java", "Master"]},
+        [
+            {"host": "127.0.0.2", "pid": innocent.pid},  # no start time recorded: cannot be verified
+            {"host": "127.0.0.3", "pid": innocent.pid, "start_time": me.start_time, "cmdline": ["java", "Worker"]},
+        ],
+    )
+    down = statebed("cluster", "down", "--dir", str(d), "--json")
+    assert down.returncode == 0, down.stderr
+    doc = json.loads(down.stdout)
+    assert doc["stopped"] == [] and len(doc["refused"]) == 3
+    assert "another process" in doc["refused"][2] and "cannot be verified" in doc["refused"][0]
+    assert "another command line" in doc["refused"][1] and f"pid {innocent.pid}" in down.stderr
+    assert innocent.poll() is None and alive(innocent.pid)  # still running: we kill it ourselves
+
+
+def test_down_stops_a_process_whose_identity_matches(tmp_path: Path, innocent: subprocess.Popen[bytes]) -> None:
+    me = identify(innocent.pid)
+    assert me is not None
+    d = tmp_path / "cluster"
+    forge(d, {"master_pid": innocent.pid, "master_start_time": me.start_time, "master_cmdline": list(me.cmdline or ())}, [])
+    assert json.loads(statebed("cluster", "status", "--dir", str(d), "--json").stdout)["running"] is True
+    down = statebed("cluster", "down", "--dir", str(d), "--json")
+    assert json.loads(down.stdout) == {"stopped": [innocent.pid], "refused": []}
+    assert innocent.wait(10) == -signal.SIGTERM and not (d / "cluster.json").exists()
+
+
+@pytest.mark.parametrize("text", ["{not json", "[]", '{"master_url": "x"}', '{"master_url": "x", "master_pid": "12", "master_web": "y"}'])
+def test_garbage_state_file_is_one_line_exit_2(tmp_path: Path, text: str, capsys: pytest.CaptureFixture[str]) -> None:
+    d = tmp_path / "cluster"
+    d.mkdir()
+    (d / "cluster.json").write_text(text)
+    for action in ("down", "status", "up"):
+        assert main(["cluster", action, "--dir", str(d)]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and str(d / "cluster.json") in err and "not a usable cluster state file" in err
+    assert (d / "cluster.json").read_text() == text  # nothing lost

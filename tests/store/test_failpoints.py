@@ -99,7 +99,24 @@ def test_armed_by_environment_variable(tmp_path: Path) -> None:
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
     assert "['changelog.upload.before']" in out and "fired failpoint changelog.upload.before fired: from env" in out
     bad = dict(os.environ, STATEBED_FAILPOINTS="nope=drop")
-    proc = subprocess.run([sys.executable, "-c", "import statebed_store.failpoints"], env=bad, capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-c", "from statebed_store import failpoints; failpoints.check_known()"], env=bad, capture_output=True, text=True
+    )
+    assert proc.returncode != 0 and "unknown failpoint 'nope'" in proc.stderr
+
+
+def test_job_points_are_registered_by_the_job_and_armed_from_env_on_registration() -> None:
+    """The store's table knows no job point; the job's driver module registers its own at import."""
+    code = (
+        "from statebed_store import failpoints\n"
+        "print('before', 'driver.sink.before' in failpoints.KNOWN_POINTS, sorted(failpoints.stats()))\n"
+        "import statebed_job.driver\n"
+        "print('after', sorted(failpoints.stats()), failpoints.hit('driver.sink.before'))\n"
+        "failpoints.check_known()\n"
+    )
+    env = dict(os.environ, STATEBED_FAILPOINTS="driver.sink.before=drop;nope=drop")
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert "before False []" in proc.stdout and "after ['driver.sink.before'] True" in proc.stdout
     assert proc.returncode != 0 and "unknown failpoint 'nope'" in proc.stderr
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from statebed_store.errors import LineageError
+from statebed_store.errors import CorruptFileError, LineageError
 from statebed_store.lineage import CheckpointRef, lineage_from_json, lineage_to_json, validate_lineage
 
 FILE = "/ckpt/state/0/0/5_e.changelog"
@@ -53,9 +53,6 @@ def test_wrong_end_version() -> None:
 @pytest.mark.parametrize(
     "text, match",
     [
-        ("", "not valid JSON"),
-        ("[{", "not valid JSON"),
-        ("1:abc 2:def", "not valid JSON"),  # a pre-release Spark rendering
         ('{"version":1}', "must be a JSON array, got dict"),
         ("[1]", "item 0 is not an object"),
         ('[{"version":1,"checkpointUniqueId":"a"}, "x"]', "item 1 is not an object"),
@@ -74,3 +71,27 @@ def test_malformed_lineage_json(text: str, match: str) -> None:
     with pytest.raises(LineageError, match=match) as e:
         lineage_from_json(text, file=FILE)
     assert e.value.file == FILE and FILE in str(e.value)
+
+
+@pytest.mark.parametrize(
+    "text, match",
+    [
+        ("", "lineage is not valid JSON"),
+        ("[{", "lineage is not valid JSON"),
+        ("1:abc 2:def", "lineage is not valid JSON"),  # a pre-release Spark rendering
+        ('[{"version":1e400,"checkpointUniqueId":"a"}]', "number 1e400 is out of range"),
+        ("[NaN]", "non-finite number NaN"),
+        ("[" * 100_000 + "]" * 100_000, "nested too deeply"),
+    ],
+)
+def test_lineage_that_is_not_json_is_a_corrupt_file(text: str, match: str) -> None:
+    """Unparseable bytes are damage (unreadable-file), not a lineage that breaks the history."""
+    with pytest.raises(CorruptFileError, match=match) as e:
+        lineage_from_json(text, file=FILE)
+    assert e.value.file == FILE
+
+
+def test_a_deep_non_object_item_is_shown_short() -> None:
+    with pytest.raises(LineageError, match=r"item 0 is not an object: \[\[\[\[\[\[\[\.\.\.") as e:
+        lineage_from_json("[" * 500 + "]" * 500, file=FILE)
+    assert len(str(e.value)) < 200

@@ -60,6 +60,7 @@ def machine(make_storage: Callable[[], Storage]) -> type[RuleBasedStateMachine]:
                 p = StateStoreProvider(
                     self.storage, STORE, self.opts.with_(local_dir=self.tmp / f"exec{i}"), uploader=self.uploader, cache=self.cache
                 )
+                assert p.cache is self.cache  # every executor and cleanup share one header cache, even while it is empty
                 self.execs[i] = p
             return p
 

@@ -14,7 +14,6 @@ import pytest
 from checkpoint_helpers import commit, ref_of, run_versions, state_at
 
 from statebed_store import (
-    CheckpointRef,
     SnapshotUploader,
     StateStoreProvider,
     Storage,
@@ -35,7 +34,7 @@ class History:
 
     def __init__(self, storage: Storage, options: StoreOptions, uploader: SnapshotUploader, tmp: Path) -> None:
         self.storage, self.uploader = storage, uploader
-        opts = options.with_(snapshot_interval=1000)  # snapshots only where the example says
+        opts = options.with_(snapshot_interval=500)  # snapshots only where the example says
         self.p1 = StateStoreProvider(storage, STORE, opts.with_(local_dir=tmp / "exec1"), uploader=uploader)
         self.p2 = StateStoreProvider(storage, STORE, opts.with_(local_dir=tmp / "exec2"), uploader=uploader)
         self.opts = opts
@@ -164,4 +163,9 @@ def test_losing_attempt_is_never_loaded_by_version(history: History) -> None:
     assert b"only-loser" not in state and state[b"a"] == b"21-f4d05ac9"
     assert state_at(fresh, history.v21_loser)[b"only-loser"] == b"x"  # still loadable by its own id
     fresh.close()
-    assert CheckpointRef(21, history.v21_loser.id) == history.v21_loser
+    # both attempts of 21 are on storage under their own ids; the plan for 22 names only the committed one
+    files = history.files()
+    assert history.v21_loser.id != history.v21.id
+    assert {r for r in files.refs() if r.version == 21} == {history.v21, history.v21_loser}
+    plan = plan_load(files, history.v22)
+    assert plan.snapshot == history.v20 and plan.changelogs == (history.v21, history.v22)

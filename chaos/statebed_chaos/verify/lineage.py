@@ -4,13 +4,21 @@ Reads the commit log and every operator/partition/store directory of a checkpoin
 statebed's or Spark's own (4.1+ V2), and checks, for every committed batch `b` and store:
 
 * the committed id of version `b+1` has a changelog or a snapshot (`missing-checkpoint`);
-* that file is readable and intact: CRC32C sidecar, else every LZ4 block (`unreadable-file`);
+* that file is readable and intact: CRC32C sidecar, every LZ4 block and record
+  (`unreadable-file`), and is its own: its sidecar or zip metadata does not name another
+  store or checkpoint (`foreign-file`: copied in from elsewhere);
 * its lineage says its base is exactly `(b, id committed by batch b-1)` (`lineage-break`),
   its versions increase by one and every earlier entry is a committed id too
   (`non-linear-lineage`: the file descends from an attempt the driver did not commit);
 * the latest committed version (with `all_versions`, every retained one) has a load plan
-  whose files all exist and agree (`unplannable`);
-* the commit log has no holes (`commit-gap`).
+  whose files all exist, agree and are intact, SST contents included (`unplannable`); a
+  damaged snapshot the load plans around is reported as the file it is (`unreadable-file`);
+* every store every commit names has a state directory with files (`missing-checkpoint`);
+* the commit log has no holes (`commit-gap`, one per contiguous range of missing batches).
+
+A version committed by a V1 entry (no ids, e.g. after a V2->V1 switch) must have its
+`<v>.changelog` or `<v>.zip` and, when it is the latest, load by version; its lineage
+cannot be checked, so while such versions are retained the verdict is at best "unknown".
 
 Files of attempts the commit log did not pick are orphans: listed, not anomalies.
 Versions below the oldest file of a store were cleaned up by retention and are not
@@ -24,18 +32,19 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from statebed_store import CheckpointRef, CommitLog, HeaderCache, Storage, StoreFiles, StoreId, check_plan, plan_load
+from statebed_store import CheckpointRef, CommitLog, HeaderCache, Storage, StoreFiles, StoreId
 from statebed_store.commitlog import CommitRecord, parse_commit
-from statebed_store.errors import CheckpointFileError, LineageError, StorageError, UnplannableError, UsageError
-from statebed_store.inspection import discover_stores, store_index
+from statebed_store.errors import CheckpointFileError, ForeignFileError, LineageError, UnplannableError, UsageError
+from statebed_store.inspection import committed_store_names, discover_stores, store_index
 from statebed_store.lineage import Lineage
-from statebed_store.naming import CHANGELOG, COMMITS_DIR, SNAPSHOT, sidecar_name
+from statebed_store.naming import CHANGELOG, COMMITS_DIR, DEFAULT_STORE, SNAPSHOT, StateFileName, sidecar_name
+from statebed_store.plan import loadable_plan
 
 from .result import Anomaly, Verdict, merge_verdicts
 
 __all__ = ["KINDS", "LineageReport", "verify_lineage"]
 
-KINDS = ("missing-checkpoint", "lineage-break", "non-linear-lineage", "unplannable", "unreadable-file", "commit-gap")
+KINDS = ("missing-checkpoint", "lineage-break", "non-linear-lineage", "unplannable", "unreadable-file", "foreign-file", "commit-gap")
 
 
 @dataclass
@@ -67,6 +76,8 @@ class _Context:
     anomalies: list[Anomaly] = field(default_factory=list)
     orphans: list[dict[str, Any]] = field(default_factory=list)
     versions_checked: set[int] = field(default_factory=set)
+    v1_checked: set[int] = field(default_factory=set)  # retained versions only a V1 entry committed
+    notes: list[str] = field(default_factory=list)
 
     def add(
         self,
@@ -76,6 +87,7 @@ class _Context:
         ids: Iterable[str | None] = (),
         files: Iterable[str] = (),
         detail: str = "",
+        batches: Iterable[int] = (),
     ) -> None:
         self.anomalies.append(
             Anomaly(
@@ -85,30 +97,36 @@ class _Context:
                 version=version,
                 ids=list(ids),
                 files=list(files),
-                detail=detail if store is None or store.store_name == "default" else f"[store {store.store_name}] {detail}",
+                batches=list(batches),
+                detail=detail if store is None or store.store_name == DEFAULT_STORE else f"[store {store.store_name}] {detail}",
             )
         )
 
 
 def verify_lineage(storage: Storage, *, all_versions: bool = False, cache: HeaderCache | None = None) -> LineageReport:
     """Check a checkpoint's committed lineage. Raises UsageError when it is no streaming checkpoint."""
-    ctx = _Context(storage, {}, cache or HeaderCache(), all_versions)
+    ctx = _Context(storage, {}, HeaderCache() if cache is None else cache, all_versions)
     batch_ids = _commit_batches(storage)
     ctx.commits = _read_commits(ctx, batch_ids)
     _check_commit_gaps(ctx, batch_ids)
     kinds = {"v2" if rec.state_ids is not None else "v1" for rec in ctx.commits.values()}
     fmt = "mixed" if len(kinds) > 1 else (kinds.pop() if kinds else "v1")
-    notes: list[str] = []
-    stores = discover_stores(storage)
+    notes = ctx.notes
+    stores = discover_stores(storage, notes)
     verdicts: list[Verdict] = []
     if fmt == "v1":
         notes.append("V1 checkpoint: the commit log records no checkpoint ids, so there is no lineage to check")
         verdicts.append("unknown")
-    else:
-        _check_expected_stores(ctx, stores)
-        for store in stores:
-            siblings = [s.store_name for s in stores if (s.operator, s.partition) == (store.operator, store.partition)]
-            _check_store(ctx, store, store_index(store, siblings))
+    _check_expected_stores(ctx, stores)
+    for store in stores:
+        siblings = [s.store_name for s in stores if (s.operator, s.partition) == (store.operator, store.partition)]
+        _check_store(ctx, store, store_index(store, siblings))
+    if ctx.v1_checked and fmt != "v1":
+        notes.append(
+            f"versions {_ranges(sorted(ctx.v1_checked))} were committed by V1 entries (no ids): checked for files "
+            "and loadability by version only, their lineage cannot be checked"
+        )
+        verdicts.append("unknown")
     verdicts.append(not ctx.anomalies)
     return LineageReport(
         valid=merge_verdicts(verdicts),
@@ -142,36 +160,62 @@ def _read_commits(ctx: _Context, batch_ids: list[int]) -> dict[int, CommitRecord
     return out
 
 
+def _ranges(values: list[int]) -> str:
+    """`[1, 2, 3, 7]` -> "1..3, 7" (sorted input)."""
+    out: list[str] = []
+    for _, group in itertools.groupby(enumerate(values), key=lambda iv: iv[1] - iv[0]):
+        run = [v for _, v in group]
+        out.append(f"{run[0]}..{run[-1]}" if len(run) > 1 else str(run[0]))
+    return ", ".join(out)
+
+
 def _check_commit_gaps(ctx: _Context, batch_ids: list[int]) -> None:
+    """One anomaly per contiguous hole, so a stray `commits/100000000` costs one entry, not 10^8."""
     for prev, cur in itertools.pairwise(batch_ids):
-        for b in range(prev + 1, cur):
-            ctx.add(
-                "commit-gap",
-                None,
-                b + 1,
-                files=[ctx.storage.display(f"{COMMITS_DIR}/{b}")],
-                detail=f"batch {b} is missing from the commit log between batches {prev} and {cur}",
-            )
+        if cur - prev < 2:
+            continue
+        first, last = prev + 1, cur - 1
+        what = f"batch {first} is" if first == last else f"batches {first}..{last} ({last - first + 1}) are"
+        ctx.add(
+            "commit-gap",
+            None,
+            first + 1,
+            files=[ctx.storage.display(f"{COMMITS_DIR}/{b}") for b in sorted({first, last})],
+            batches=[first, last],
+            detail=f"{what} missing from the commit log between batches {prev} and {cur}",
+        )
 
 
 def _check_expected_stores(ctx: _Context, stores: list[StoreId]) -> None:
-    """Every (operator, partition) the latest V2 commit names must have a state directory."""
-    latest = max((r for r in ctx.commits.values() if r.state_ids is not None), key=lambda r: r.batch_id, default=None)
-    if latest is None or not latest.state_ids:
-        return
-    present = {(s.operator, s.partition) for s in stores}
-    for op, parts in latest.state_ids.items():
-        for p, ids in enumerate(parts):
-            if (op, p) not in present:
-                store = StoreId(op, p)
-                ctx.add(
-                    "missing-checkpoint",
-                    store,
-                    latest.version,
-                    ids=list(ids),
-                    files=[ctx.storage.display(store.dir)],
-                    detail=f"batch {latest.batch_id} committed ids for operator {op} partition {p}, but it has no state files",
-                )
+    """Every store each V2 commit names (operator, partition, one id per store) must have state files."""
+    present: dict[tuple[int, int], list[str]] = {}
+    for s in stores:
+        present.setdefault((s.operator, s.partition), []).append(s.store_name)
+    missing: dict[tuple[int, int, str | None], list[CommitRecord]] = {}  # name None: stores we cannot name
+    for rec in sorted(ctx.commits.values(), key=lambda r: r.batch_id):
+        for op, parts in (rec.state_ids or {}).items():
+            for p, ids in enumerate(parts):
+                have = present.get((op, p), [])
+                names = committed_store_names(len(ids), have)
+                lost: list[str | None] = [n for n in names if n not in have] if names is not None else [None] * (len(have) < len(ids))
+                for name in lost:
+                    missing.setdefault((op, p, name), []).append(rec)
+    for (op, p, name), recs in missing.items():
+        last = recs[-1]
+        row = list((last.state_ids or {})[op][p])
+        store = StoreId(op, p, name or DEFAULT_STORE)
+        names = committed_store_names(len(row), present.get((op, p), [])) or []
+        committed_ids = [row[names.index(name)]] if name in names else row
+        which = "" if name else f" ({len(row)} stores, {len(present.get((op, p), []))} with files)"  # a named store is in the prefix
+        batches = f"batch {last.batch_id}" if len(recs) == 1 else f"batches {recs[0].batch_id}..{last.batch_id} ({len(recs)} commits)"
+        ctx.add(
+            "missing-checkpoint",
+            store,
+            last.version,
+            ids=committed_ids,
+            files=[ctx.storage.display(store.dir)],
+            detail=f"{batches} committed ids for operator {op} partition {p}{which}, but it has no state files",
+        )
 
 
 def _lineage_of(files: StoreFiles, ref: CheckpointRef) -> Lineage | None:
@@ -186,7 +230,7 @@ def _lineage_of(files: StoreFiles, ref: CheckpointRef) -> Lineage | None:
             )
         lineage = header.lineage
     if files.has_snapshot(ref):
-        meta = files.snapshot_metadata(ref)
+        meta = files.verified_snapshot_metadata(ref)
         if lineage is None:
             lineage = meta.lineage
         elif meta.lineage is not None and meta.lineage != lineage:
@@ -202,28 +246,60 @@ def _check_store(ctx: _Context, store: StoreId, idx: int) -> None:
             v1_versions.add(rec.version)
         else:
             committed[rec.version] = rec.id_for(store.operator, store.partition, idx)
-    files = StoreFiles(ctx.storage, store, cache=ctx.cache)
-    present = {n.version for n in files.files if n.id is not None}
-    if not committed:
+    if not committed and not v1_versions:
         return
-    floor = min(present, default=max(committed))
+    files = StoreFiles(ctx.storage, store, cache=ctx.cache)
+    latest = max(committed.keys() | v1_versions)
+    floor = min((n.version for n in files.files), default=latest)
     checked = [v for v in sorted(committed) if v >= floor]
     for v in checked:
         ctx.versions_checked.add(v)
         _check_version(ctx, store, files, v, committed, v1_versions)
-    plan_targets = checked if ctx.all_versions else checked[-1:]
-    for v in plan_targets:
-        cid = committed[v]
-        if cid is None:
-            continue
-        try:
-            check_plan(files, plan_load(files, CheckpointRef(v, cid)))
-        except (UnplannableError, CheckpointFileError) as e:
-            missing = e.missing if isinstance(e, UnplannableError) else [e.file]
-            ctx.add("unplannable", store, v, ids=[cid], files=missing, detail=f"no load plan for the committed ({v}, {cid}): {e}")
-        except StorageError:
-            raise
-    _collect_orphans(ctx, store, files, committed)
+    v1_checked = [v for v in sorted(v1_versions) if v >= floor]
+    loadable = {v for v in v1_checked if _check_v1_version(ctx, store, files, v)}
+    ctx.versions_checked.update(v1_checked)
+    ctx.v1_checked.update(v1_checked)
+    plannable = sorted({v for v in checked if committed[v] is not None} | loadable)  # the rest is reported already
+    newest = max(checked + v1_checked, default=None)
+    for v in plannable if ctx.all_versions else [v for v in plannable if v == newest]:
+        _check_plan(ctx, store, files, CheckpointRef(v, committed.get(v)))
+    _collect_orphans(ctx, store, files, committed, latest)
+
+
+def _check_v1_version(ctx: _Context, store: StoreId, files: StoreFiles, v: int) -> bool:
+    """A version a V1 entry committed is loaded by version: `<v>.changelog` or `<v>.zip` must exist."""
+    ref = CheckpointRef(v)
+    if files.has_changelog(ref) or files.has_snapshot(ref):
+        return True
+    v2 = sorted(n.id for n in files.files if n.version == v and n.id is not None)
+    ctx.add(
+        "missing-checkpoint",
+        store,
+        v,
+        ids=[None],
+        files=[files.display(ref, CHANGELOG)],
+        detail=f"batch {v - 1} committed version {v} with a V1 entry (loaded by version), but neither {StateFileName(v, None, CHANGELOG).name} nor {StateFileName(v, None, SNAPSHOT).name} exists"
+        + (f"; only V2 files of ids {', '.join(v2)} do, which a load by version never reads" if v2 else ""),
+    )
+    return False
+
+
+def _check_plan(ctx: _Context, store: StoreId, files: StoreFiles, ref: CheckpointRef) -> None:
+    """The committed `ref` must load: planned and checked as a load would, damaged snapshots planned around."""
+    try:
+        _, passed_over = loadable_plan(files, ref)
+    except (UnplannableError, CheckpointFileError) as e:
+        missing = e.missing if isinstance(e, UnplannableError) else [e.file]
+        ctx.add("unplannable", store, ref.version, ids=[ref.id], files=missing, detail=f"no load plan for the committed {ref}: {e}")
+        return
+    for err in passed_over:  # loadable, but a file the checkpoint relies on is damaged: say which
+        shown = err.file if isinstance(err, CheckpointFileError) else str(err)
+        if not any(shown in a.files for a in ctx.anomalies):
+            ctx.add(_file_kind(err), store, ref.version, ids=[ref.id], files=[shown], detail=f"a load of {ref} plans around it: {err}")
+
+
+def _file_kind(err: Exception) -> str:
+    return "foreign-file" if isinstance(err, ForeignFileError) else "unreadable-file"
 
 
 def _check_version(
@@ -250,7 +326,7 @@ def _check_version(
         ctx.add("non-linear-lineage", store, v, ids=[cid], files=[e.file], detail=e.detail)
         return
     except CheckpointFileError as e:
-        ctx.add("unreadable-file", store, v, ids=[cid], files=[e.file], detail=e.detail)
+        ctx.add(_file_kind(e), store, v, ids=[cid], files=[e.file], detail=e.detail)
         return
     if lineage is None:
         return  # a Spark snapshot without lineage and no changelog left: nothing to compare
@@ -287,10 +363,9 @@ def _check_version(
             return
 
 
-def _collect_orphans(ctx: _Context, store: StoreId, files: StoreFiles, committed: dict[int, str | None]) -> None:
-    latest = max(committed)
+def _collect_orphans(ctx: _Context, store: StoreId, files: StoreFiles, committed: dict[int, str | None], latest: int) -> None:
     by_ref: dict[CheckpointRef, list[str]] = {}
-    for name in sorted(files.files):
+    for name in sorted(files.files, key=lambda n: (n.version, n.id or "", n.kind)):
         if name.id is None or committed.get(name.version) == name.id:
             continue
         paths = by_ref.setdefault(CheckpointRef(name.version, name.id), [])

@@ -22,12 +22,12 @@ __all__ = ["summarise", "verify_run"]
 
 def verify_run(run_dir: str | os.PathLike[str], s3: S3Settings | None = None) -> Composite:
     """Both verifiers on a run directory (its checkpoint may be local or on S3)."""
-    run = RunDir(run_dir)
+    run = RunDir(run_dir, s3)
 
     def lineage() -> Report:
         return verify_lineage(open_storage(run.checkpoint_location(run.read_info()), s3))
 
-    return compose({"lineage": lineage, "state": lambda: verify_state(run.root, s3)})
+    return compose({"lineage": lineage, "state": lambda: verify_state(run, s3)})
 
 
 def summarise(result: Composite) -> dict[str, Any]:

@@ -1,16 +1,20 @@
 """State verifier: is the final committed state what the committed inputs must produce?
 
-Reads a run directory (see `statebed_model.rundir`): the workload and its parameters, the
-input records of every committed batch, the committed outputs (the sink), and the final
-committed state, loaded through statebed's store (or, in native mode, read from Spark's
-own RocksDB checkpoint and translated). Then the workload judges it: an exact oracle for
-deterministic workloads (`count`), invariants for random ones (`bucket-collect`: every
-committed record exactly once; `sample3`: at most 3 elements, only ones that arrived for
-the key). Around that, the run itself: every committed batch has its input and exactly
-one output, and no uncommitted batch has an output (no duplicate or phantom outputs).
+Reads a run directory (see `statebed_model.rundir`; a local directory or s3://), the
+workload and its parameters, the committed outputs (the sink) and the final committed
+state, loaded through statebed's store (or, in native mode, read from Spark's own RocksDB
+checkpoint and translated). The committed inputs are ground truth from outside the system
+under test (`statebed_model.sources`): which files each committed batch read, from Spark's
+file source log, and those files' records from the source (recomputed by the generator, or
+the ingest service's landed files, every acknowledged record accounted for). The driver's
+own input log is only compared with it (`input-log-mismatch`). Then the workload judges
+the state: an exact oracle for deterministic workloads (`count`), invariants for random
+ones (`bucket-collect`: every committed record exactly once; `sample3`: at most 3
+elements, only ones that arrived for the key). Around that, the run itself: every
+committed batch has exactly one output, and no uncommitted batch has an output.
 
-Verdict: false on any anomaly; "unknown" when a committed batch's input is missing (the
-oracle cannot be computed); true otherwise.
+Verdict: false on any anomaly; "unknown" when a committed batch's records cannot be
+determined from the ground truth (the oracle cannot be computed); true otherwise.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import pyarrow as pa
 
 from statebed_model.native_state import native_items
 from statebed_model.rundir import INPUT_SCHEMA, RunDir, RunInfo
+from statebed_model.sources import GroundTruth, open_source, source_log
 from statebed_model.workloads import get_workload
 from statebed_store import CheckpointRef, CommitLog, S3Settings, StoreId, open_storage
 from statebed_store.errors import CheckpointFileError, StatebedError, StorageError, UsageError
@@ -34,7 +39,15 @@ from .result import Anomaly, Verdict, merge_verdicts
 
 __all__ = ["RUN_KINDS", "StateReport", "verify_state"]
 
-RUN_KINDS = ("missing-input", "missing-output", "uncommitted-output", "unloadable-state")
+RUN_KINDS = (
+    "missing-input",
+    "input-log-mismatch",
+    "lost-acknowledged",
+    "duplicated-acknowledged",
+    "missing-output",
+    "uncommitted-output",
+    "unloadable-state",
+)
 OPERATOR = 0
 
 
@@ -70,31 +83,38 @@ def _anomaly(
     return Anomaly(kind=kind, partition=partition, keys=list(keys), batches=list(batches), records=list(records), detail=detail)
 
 
-def verify_state(run_dir: str | os.PathLike[str], s3: S3Settings | None = None) -> StateReport:
+def verify_state(run_dir: str | os.PathLike[str] | RunDir, s3: S3Settings | None = None) -> StateReport:
     """Judge a run's final committed state. Raises UsageError if `run_dir` is no run directory."""
-    run = RunDir(run_dir)
+    run = run_dir if isinstance(run_dir, RunDir) else RunDir(run_dir, s3)
     info = run.read_info()
     workload = get_workload(info.workload)
     loc = run.checkpoint_location(info)
     if not loc.startswith("s3://") and not os.path.isdir(loc):
         raise UsageError(f"{loc}: the run's checkpoint does not exist")
-    storage = open_storage(loc, s3)
+    storage = open_storage(loc, s3 or run.s3)
     committed = CommitLog(storage).batch_ids()
     anomalies: list[Anomaly] = []
-    notes: list[str] = []
     verdicts: list[Verdict] = []
 
-    inputs, missing_inputs = _tables(run.read_input, committed, workload_schema=None)
-    for b in missing_inputs:
-        anomalies.append(_anomaly("missing-input", f"batch {b} is committed but {run.input_path(b)} is missing or unreadable", batches=[b]))
-    if missing_inputs:
+    truth = open_source(info, run, s3).ground_truth(source_log(run.storage), committed)
+    notes = list(truth.notes)
+    for b, why in truth.unknown.items():
+        anomalies.append(_anomaly("missing-input", f"batch {b} is committed but its records are unknown: {why}", batches=[b]))
+    if truth.unknown:
         verdicts.append("unknown")
-        notes.append("inputs of committed batches are missing: the state cannot be judged against them")
+        notes.append("records of committed batches are unknown: the state cannot be judged against them")
+    anomalies += [_anomaly(f.kind, f.detail, keys=f.keys, batches=f.batches, records=f.records) for f in truth.findings]
+    anomalies += _input_log_mismatches(run, truth, notes)
+    inputs, _ = _tables(truth.inputs.__getitem__, sorted(truth.inputs), workload_schema=None)
     outputs, missing_outputs = _tables(run.read_output, committed, workload_schema=workload.output_schema)
     for b in missing_outputs:
-        anomalies.append(_anomaly("missing-output", f"batch {b} is committed but has no output {run.output_path(b)}", batches=[b]))
+        anomalies.append(
+            _anomaly("missing-output", f"batch {b} is committed but has no output {run.display(run.output_name(b))}", batches=[b])
+        )
     for b in sorted(set(run.batches("output")) - set(committed)):
-        anomalies.append(_anomaly("uncommitted-output", f"{run.output_path(b)} exists but batch {b} is not committed", batches=[b]))
+        anomalies.append(
+            _anomaly("uncommitted-output", f"{run.display(run.output_name(b))} exists but batch {b} is not committed", batches=[b])
+        )
 
     items: list[tuple[bytes, bytes]] = []
     for p in range(info.partitions):
@@ -104,7 +124,7 @@ def verify_state(run_dir: str | os.PathLike[str], s3: S3Settings | None = None) 
             raise
         except StatebedError as e:
             anomalies.append(_anomaly("unloadable-state", f"partition {p}: the committed state does not load: {e}", partition=p))
-    if not missing_inputs:
+    if not truth.unknown:
         for f in workload.check(inputs, outputs, items):
             anomalies.append(_anomaly(f.kind, f.detail, keys=f.keys, batches=f.batches, records=f.records))
     if not committed:
@@ -118,6 +138,29 @@ def verify_state(run_dir: str | os.PathLike[str], s3: S3Settings | None = None) 
         anomalies=anomalies,
         notes=notes,
     )
+
+
+def _input_log_mismatches(run: RunDir, truth: GroundTruth, notes: list[str]) -> list[Anomaly]:
+    """The driver's input log against the ground truth: a diagnostic, so only a difference counts."""
+    out, unlogged = [], []
+    for b, expected in sorted(truth.inputs.items()):
+        try:
+            logged = run.read_input(b)
+        except CheckpointFileError:
+            unlogged.append(b)
+            continue
+        a, e = logged.select(INPUT_SCHEMA.names).cast(INPUT_SCHEMA).sort_by("id"), expected.sort_by("id")
+        if not a.equals(e):
+            la, le = set(a["id"].to_pylist()), set(e["id"].to_pylist())
+            diff = sorted(la ^ le) or sorted(la)
+            detail = (
+                f"batch {b}: the driver's input log {run.display(run.input_name(b))} has {a.num_rows} record(s), the source's "
+                f"ground truth {e.num_rows}; {len(le - la)} missing from the log, {len(la - le)} not in the source"
+            )
+            out.append(_anomaly("input-log-mismatch", detail, batches=[b], records=diff[:20]))
+    if unlogged:
+        notes.append(f"no input log for committed batch(es) {unlogged} (a diagnostic only; judged from the source's ground truth)")
+    return out
 
 
 def _tables(read: Any, batches: list[int], workload_schema: pa.Schema | None) -> tuple[pa.Table, list[int]]:

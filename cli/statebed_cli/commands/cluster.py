@@ -4,12 +4,15 @@
 background and returns once every worker registered (with `--foreground` it stays and
 stops the cluster on exit or Ctrl-C). It refuses to start twice from the same directory.
 `status --json` lists master, worker and executor PIDs: what chaos controllers target.
+`down` signals a recorded PID only while its start time and command line still match what
+`up` recorded; a stale state file whose PIDs were reused gets a message, not a kill.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 
 from statebed_job.cluster import StandaloneCluster
@@ -50,8 +53,13 @@ def run(args: argparse.Namespace) -> int:
                 cluster.down()
         return EXIT_OK
     if args.action == "down":
-        pids = cluster.down()
-        print(json.dumps({"stopped": pids}) if args.json else (f"stopped {len(pids)} processes" if pids else "no cluster running"))
+        done = cluster.down()
+        for why in done.refused:  # a stale state file: its PIDs now belong to other processes
+            print(f"statebed cluster down: refused: {why}", file=sys.stderr)
+        if args.json:
+            print(json.dumps({"stopped": done.pids, "refused": done.refused}))
+        else:
+            print(f"stopped {len(done.pids)} processes" if done.pids else "no cluster running")
         return EXIT_OK
     doc = cluster.status()
     if args.json:

@@ -7,6 +7,10 @@ driver commits one id, checks every base id against the commit log, and the lose
 stays as an orphan. At the end every partition is rebuilt from storage alone in a fresh
 instance and compared with an oracle recomputed from the inputs. Re-running the command
 on the same checkpoint continues from its commit log, as a restarted job would.
+
+The checkpoint root gets a `demo.json` (format, partitions, rows): demo refuses to write
+into a non-empty directory without one (a Spark or `statebed run` checkpoint) and to
+continue one with other partitions or rows (the oracle would not hold).
 """
 
 from __future__ import annotations
@@ -14,12 +18,14 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import shutil
 import struct
 import sys
 import tempfile
 import time
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 from statebed_store import (
     BaseIdMismatchError,
@@ -27,13 +33,15 @@ from statebed_store import (
     CommitLog,
     CommitResult,
     StateStoreProvider,
+    Storage,
     StoreId,
     StoreOptions,
-    open_storage,
 )
+from statebed_store.errors import MissingFileError, UsageError
 from statebed_store.inspection import list_checkpoint
+from statebed_store.jsonsafe import loads_strict
 
-from ..common import EXIT_NEGATIVE, EXIT_OK, non_negative_int
+from ..common import EXIT_NEGATIVE, EXIT_OK, add_s3_args, non_negative_int, open_location
 
 OPERATOR = 0
 _U64 = struct.Struct(">Q")
@@ -41,12 +49,13 @@ _U64 = struct.Struct(">Q")
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("demo", help="write and reload a checkpoint with the store alone (no Spark)", description=__doc__)
-    p.add_argument("--checkpoint", default="runs/demo/checkpoint", help="checkpoint directory (default: %(default)s)")
+    p.add_argument("--checkpoint", default="runs/demo/checkpoint", help="checkpoint directory or s3://bucket/prefix (default: %(default)s)")
     p.add_argument("--batches", type=non_negative_int, default=12, help="batches to run (default: %(default)s)")
     p.add_argument("--partitions", type=non_negative_int, default=3, help="state partitions (default: %(default)s)")
     p.add_argument("--rows", type=non_negative_int, default=20_000, help="records per batch (default: %(default)s)")
     p.add_argument("--format", choices=("v1", "v2"), default="v2", help="checkpoint format (default: %(default)s)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    add_s3_args(p)
     p.set_defaults(run=run)
 
 
@@ -72,43 +81,78 @@ def apply_counts(provider: StateStoreProvider, base: CheckpointRef, counts: Coun
         return txn.commit()
 
 
+MARKER = "demo.json"
+
+
+def claim_checkpoint(storage: Storage, params: dict[str, Any]) -> None:
+    """Write `demo.json` into an empty root, or check the one there; refuse anything else before writing."""
+    shown = storage.display(MARKER)
+    try:
+        found = loads_strict(storage.read(MARKER), file=shown, what="demo marker")
+    except MissingFileError:
+        if storage.list("") or storage.list_dirs(""):
+            raise UsageError(
+                f"{storage.url}: not empty and not a statebed demo checkpoint (no {MARKER}); "
+                "demo writes only into an empty directory or one it created"
+            ) from None
+        storage.write(MARKER, json.dumps(params).encode(), create_only=True)
+        return
+    if not isinstance(found, dict):
+        raise UsageError(f"{shown}: not a demo marker (expected a JSON object)")
+    for key in ("partitions", "rows"):
+        if found.get(key) != params[key]:
+            raise UsageError(f"{shown}: this demo checkpoint was written with --{key} {found.get(key)}, not {params[key]}")
+
+
 def run(args: argparse.Namespace) -> int:
-    storage = open_storage(args.checkpoint)
-    Path(storage.url).mkdir(parents=True, exist_ok=True)
+    location = str(args.checkpoint)
+    if not location.startswith("s3://") and Path(location).exists() and not Path(location).is_dir():
+        raise UsageError(f"--checkpoint {location}: exists and is not a directory")
+    storage = open_location(args, location, create=True)
+    parts = args.partitions or 1
+    claim_checkpoint(storage, {"format": args.format, "partitions": parts, "rows": args.rows})
+    local = Path(tempfile.mkdtemp(prefix="statebed-demo-"))
+    try:
+        return _run(args, storage, parts, local)
+    finally:
+        shutil.rmtree(local, ignore_errors=True)
+
+
+def _run(args: argparse.Namespace, storage: Storage, parts: int, local: Path) -> int:
     log = CommitLog(storage)
     done = log.batch_ids()
     start = done[-1] + 1 if done else 0
-    parts = args.partitions or 1
-    local = Path(tempfile.mkdtemp(prefix="statebed-demo-"))
     opts = StoreOptions(format=args.format, snapshot_interval=4, local_dir=local / "executor-1")
     providers = [StateStoreProvider(storage, StoreId(OPERATOR, p), opts) for p in range(parts)]
     # A second "executor" for the speculative copy: its own local instances.
     spec_opts = opts.with_(local_dir=local / "executor-2")
     spec_batch = start + min(2, max(args.batches - 1, 0))
     t0 = time.perf_counter()
-    for b in range(start, start + args.batches):
-        prev = log.read(b - 1) if b else None
-        per_part: list[Counter[bytes]] = [Counter() for _ in range(parts)]
-        for k in batch_keys(b, args.rows):
-            per_part[partition_of(k, parts)][k] += 1
-        results = []
-        for p in range(parts):
-            base = CheckpointRef(b, prev.id_for(OPERATOR, p) if prev else None)
-            res = apply_counts(providers[p], base, per_part[p], f"batch {b} partition {p} attempt 0")
-            if b == spec_batch and p == min(1, parts - 1):
-                with StateStoreProvider(storage, StoreId(OPERATOR, p), spec_opts) as spec:
-                    apply_counts(spec, base, per_part[p], f"batch {b} partition {p} attempt 1 (speculative)")
-            results.append(res)
-        for p, res in enumerate(results):  # the driver's check that Spark 4.0/4.1 does not do
-            expected = prev.id_for(OPERATOR, p) if prev else None
-            if res.base_id != expected:
-                raise BaseIdMismatchError(f"batch {b} partition {p}: task built on {res.base_id}, commit log has {expected}")
-        ids = {OPERATOR: [[r.checkpoint_id] for r in results]} if args.format == "v2" else None
-        log.write(b, ids)
-        print(f"batch {b}: committed version {b + 1} for {parts} partitions", file=sys.stderr)
-    providers[0].uploader.drain(30)
-    for pr in providers:
-        pr.close()
+    try:
+        for b in range(start, start + args.batches):
+            prev = log.read(b - 1) if b else None
+            per_part: list[Counter[bytes]] = [Counter() for _ in range(parts)]
+            for k in batch_keys(b, args.rows):
+                per_part[partition_of(k, parts)][k] += 1
+            results = []
+            for p in range(parts):
+                base = CheckpointRef(b, prev.id_for(OPERATOR, p) if prev else None)
+                res = apply_counts(providers[p], base, per_part[p], f"batch {b} partition {p} attempt 0")
+                if b == spec_batch and p == min(1, parts - 1):
+                    with StateStoreProvider(storage, StoreId(OPERATOR, p), spec_opts) as spec:
+                        apply_counts(spec, base, per_part[p], f"batch {b} partition {p} attempt 1 (speculative)")
+                results.append(res)
+            for p, res in enumerate(results):  # the driver's check that Spark 4.0/4.1 does not do
+                expected = prev.id_for(OPERATOR, p) if prev else None
+                if res.base_id != expected:
+                    raise BaseIdMismatchError(f"batch {b} partition {p}: task built on {res.base_id}, commit log has {expected}")
+            ids = {OPERATOR: [[r.checkpoint_id] for r in results]} if args.format == "v2" else None
+            log.write(b, ids)
+            print(f"batch {b}: committed version {b + 1} for {parts} partitions", file=sys.stderr)
+        providers[0].uploader.drain(30)
+    finally:  # on errors too: no uploader thread or lock outlives the demo
+        for pr in providers:
+            pr.close()
     write_s = time.perf_counter() - t0
 
     # Rebuild every partition from storage alone and compare with the oracle.

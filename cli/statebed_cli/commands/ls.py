@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 from statebed_store.inspection import list_checkpoint
 
@@ -28,6 +29,8 @@ def _short(text: str | None) -> str:
 def run(args: argparse.Namespace) -> int:
     storage = open_checkpoint(args)
     doc = list_checkpoint(storage)
+    for note in doc["notes"]:
+        print(f"statebed ls: note: {note}", file=sys.stderr)
     if args.json:
         emit_json(doc)
         return EXIT_OK

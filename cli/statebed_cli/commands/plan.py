@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
-from statebed_store import CheckpointRef, StoreFiles, check_plan, plan_load
+from statebed_store import CheckpointRef, StoreFiles
+from statebed_store.errors import UsageError
 from statebed_store.inspection import plan_json
+from statebed_store.plan import loadable_plan
 
 from ..common import (
     EXIT_OK,
@@ -38,9 +41,12 @@ def run(args: argparse.Namespace) -> int:
     storage = open_checkpoint(args)
     store = store_from_args(args)
     files = StoreFiles(storage, store)
-    plan = plan_load(files, CheckpointRef(version, checkpoint_id))  # type: ignore[arg-type]
-    check_plan(files, plan)
+    target = CheckpointRef(version, checkpoint_id)  # type: ignore[arg-type]
+    _refuse_v1_load_of_v2(files, target)
+    plan, passed_over = loadable_plan(files, target)
     doc = plan_json(files, plan)
+    for err in passed_over:
+        print(f"statebed plan: note: planned around an unusable snapshot: {err}", file=sys.stderr)
     if args.json:
         emit_json(doc)
         return EXIT_OK
@@ -51,3 +57,14 @@ def run(args: argparse.Namespace) -> int:
     for kind, f in rows:
         print(f"  {kind:<9} {f['version']:>8}  {f['id'] or '-':<36}  {f['file']}")
     return EXIT_OK
+
+
+def _refuse_v1_load_of_v2(files: StoreFiles, target: CheckpointRef) -> None:
+    """Without --id a version is planned by name (V1); say so when only V2 files exist there."""
+    if target.id is not None or target.version == 0 or files.has_changelog(target) or files.has_snapshot(target):
+        return
+    ids = sorted({n.id for n in files.files if n.version == target.version and n.id is not None})
+    if ids:
+        raise UsageError(
+            f"version {target.version} of {files.store} in {files.storage.url} is a V2 checkpoint (ids {', '.join(ids)}): pass --id"
+        )

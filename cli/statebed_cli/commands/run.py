@@ -15,7 +15,7 @@ from statebed_job.config import JobOptions
 from statebed_job.runner import run_job
 from statebed_model.rundir import RunDir
 from statebed_model.workloads import WORKLOADS
-from statebed_store import S3Settings
+from statebed_store import S3Settings, failpoints
 from statebed_store.errors import UsageError
 
 from ..common import non_negative_int
@@ -32,7 +32,8 @@ def positive_int(text: str) -> int:
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     d = JobOptions()
     p = sub.add_parser("run", help="run a streaming workload on a local or standalone Spark cluster, then verify it", description=__doc__)
-    p.add_argument("--workload", choices=sorted(WORKLOADS), help=f"default: {d.workload}")
+    known = "; ".join(f"{name}: {w.description}" for name, w in sorted(WORKLOADS.items()))
+    p.add_argument("--workload", choices=sorted(WORKLOADS), help=f"{known} (default: {d.workload})")
     p.add_argument("--batches", type=positive_int, help=f"micro-batches in total (default: {d.batches})")
     p.add_argument("--partitions", type=positive_int, help=f"state partitions (default: {d.partitions})")
     p.add_argument("--rows-per-batch", type=positive_int, help=f"records per batch (default: {d.rows_per_batch})")
@@ -55,6 +56,18 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         default=None,
         metavar="B:P:MS",
         help="make attempt 0 of batch B, partition P sleep MS after its commit (provokes speculation)",
+    )
+    p.add_argument(
+        "--source",
+        choices=("generated", "ingest"),
+        help="generated: deterministic records, one file per batch (default); ingest: what has landed in --landing",
+    )
+    p.add_argument("--landing", default=None, metavar="DIR", help="the ingest landing area (data/ and acks/) for --source ingest")
+    p.add_argument(
+        "--seed",
+        type=non_negative_int,
+        default=None,
+        help="seed of every task's random choices, from (seed, batch, partition, attempt): a run replays (default: drawn, saved in run.json)",
     )
     p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark configuration (repeatable)")
     p.add_argument("--run-dir", default=None, help="where the run directory goes (default: runs/<time>-<workload>-<mode>)")
@@ -92,7 +105,10 @@ def _options(args: argparse.Namespace) -> JobOptions:
         "checkpoint": args.checkpoint,
         "snapshot_interval": args.snapshot_interval,
         "slow_task": args.slow_task,
+        "seed": args.seed,
         "extra_conf": _confs(args.conf) or None,
+        "source": args.source,
+        "landing": args.landing,
     }
     given = {k: v for k, v in given.items() if v is not None}
     if args.resume:
@@ -104,6 +120,7 @@ def _options(args: argparse.Namespace) -> JobOptions:
 
 
 def run(args: argparse.Namespace) -> int:
+    failpoints.check_known()  # every failpoint is registered by now (the job's at import): a typo is exit 2
     opts = _options(args)
     s3 = None
     if opts.checkpoint.startswith("s3://"):
@@ -116,7 +133,7 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(doc, indent=2))
     else:
         print(f"\nrun {summary.run_dir}: {summary.workload} on {summary.mode} ({summary.cluster})")
-        print(f"  committed batches {summary.batches}, records {summary.records:,}, wall {summary.seconds:.1f} s")
+        print(f"  committed batches {summary.batches}, records {summary.records:,}, wall {summary.seconds:.1f} s, seed {summary.seed}")
         p50 = "-" if summary.batch_p50_s is None else f"{summary.batch_p50_s:.2f}"
         p99 = "-" if summary.batch_p99_s is None else f"{summary.batch_p99_s:.2f}"
         print(f"  throughput {summary.records_per_s:,.0f} records/s, batch latency p50 {p50} s, p99 {p99} s")

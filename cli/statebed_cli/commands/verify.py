@@ -37,8 +37,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         description="Load a run's final committed state and judge it: an oracle for deterministic workloads (count), "
         "invariants for random ones (bucket-collect, sample3); also checks the run's inputs and outputs (sink).",
     )
-    st.add_argument("run_dir", metavar="RUN_DIR", help="a run directory written by `statebed run`")
-    s3 = st.add_argument_group("S3 (when the run's checkpoint is s3://)")
+    st.add_argument("run_dir", metavar="RUN_DIR", help="a run directory written by `statebed run`: a directory or s3://bucket/prefix")
+    s3 = st.add_argument_group("S3 (when the run directory or its checkpoint is s3://)")
     s3.add_argument("--s3-endpoint")
     s3.add_argument("--s3-access-key")
     s3.add_argument("--s3-secret-key")
@@ -102,6 +102,6 @@ def run_state(args: argparse.Namespace) -> int:
 
 
 def _s3(args: argparse.Namespace) -> S3Settings | None:
-    if args.s3_endpoint or os.environ.get("STATEBED_S3_ENDPOINT") or os.environ.get("AWS_ENDPOINT_URL"):
+    if args.s3_endpoint or os.environ.get("STATEBED_S3_ENDPOINT") or os.environ.get("AWS_ENDPOINT_URL") or args.run_dir.startswith("s3://"):
         return S3Settings.from_env(args.s3_endpoint, args.s3_access_key, args.s3_secret_key)
     return None

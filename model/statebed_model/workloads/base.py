@@ -27,7 +27,7 @@ class TaskContext:
     partition: int
     partitions: int
     batch_id: int
-    rng: np.random.Generator  # fresh entropy per task attempt: attempts really differ, as in Spark
+    rng: np.random.Generator  # from (run seed, batch, partition, attempt): attempts differ, as in Spark; a run replays
 
 
 @dataclass(frozen=True)
@@ -62,7 +62,6 @@ def decode_i64(blobs: Sequence[bytes | None], width: int = 1) -> np.ndarray:
 
 class Workload(ABC):
     name: ClassVar[str]
-    deterministic: ClassVar[bool]
     output_schema: ClassVar[pa.Schema]
     description: ClassVar[str]
 

@@ -2,10 +2,11 @@
 (`rand() * 1024`); each bucket collects its records' ids (`collect_list`).
 
 Nondeterministic, judged by invariants. A task draws buckets among the ones its
-partition owns (`bucket % partitions == partition`), with fresh entropy per attempt, so
-two attempts of one task really put records in different buckets. State: bucket (8-byte
-big-endian) -> the ids it collected (big-endian int64s, appended). Output per batch: the
-buckets it touched with their size and the sum of their ids.
+partition owns (`bucket % partitions == partition`), seeded by (run seed, batch,
+partition, attempt), so two attempts of one task really put records in different
+buckets and a run replays. State: bucket (8-byte big-endian) -> the ids it collected
+(big-endian int64s, appended). Output per batch: the buckets it touched with their size
+and the sum of their ids.
 
 Invariant: every committed input record is in exactly one bucket, exactly once (nothing
 lost, nothing doubled, nothing from an uncommitted batch), and the last output of each
@@ -32,7 +33,6 @@ _MASK = (1 << 63) - 1
 
 class BucketCollect(Workload):
     name = "bucket-collect"
-    deterministic = False
     description = "random bucket (rand()*1024) + collect_list of record ids (seed appendix; invariants)"
     output_schema = pa.schema([("bucket", pa.int64()), ("size", pa.int64()), ("id_sum", pa.int64())])
 

@@ -22,7 +22,6 @@ SHOW = 5  # mismatching keys named per finding
 
 class Count(Workload):
     name = "count"
-    deterministic = True
     description = "count and sum of value per key (deterministic: oracle)"
     output_schema = pa.schema([("key", pa.int64()), ("count", pa.int64()), ("sum", pa.int64())])
 

@@ -33,7 +33,6 @@ _ELEM, _SEEN = b"\x00", b"\x01"
 
 class Sample3(Workload):
     name = "sample3"
-    deterministic = False
     description = "keep-3 reservoir sample of record ids per key (transformWithState example; invariants)"
     output_schema = pa.schema([("key", pa.int64()), ("sample", pa.list_(pa.int64())), ("seen", pa.int64())])
 

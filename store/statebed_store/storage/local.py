@@ -1,32 +1,22 @@
 """Checkpoint storage in a local directory.
 
-Every write goes to a hidden temp file in the target directory, is fsynced, then published
-by `rename` (overwrite) or `link` (create-only: atomic and refuses an existing name), and
-the directory is fsynced. Hidden names (leading dot: our temp files, Hadoop's `.X.crc`)
-are never listed.
+Writes go through `localfs.atomic_write` (fsynced temp file, rename or create-only link,
+directory fsynced). Hidden names (leading dot: our temp files, Hadoop's `.X.crc`) are
+never listed.
 """
 
 from __future__ import annotations
 
 import builtins
-import errno
 import os
-import uuid
 from collections.abc import Sequence
 from pathlib import Path
 
-from ..errors import AlreadyExistsError, MissingFileError, StorageError, StorageUnavailableError
+from ..errors import MissingFileError, StorageError, StorageUnavailableError
+from ..localfs import atomic_write
 from .base import FileInfo, clean_path
 
 __all__ = ["LocalStorage"]
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 class LocalStorage:
@@ -53,6 +43,8 @@ class LocalStorage:
                 return f.read() if length is None else f.read(length)
         except FileNotFoundError:
             raise MissingFileError(str(p), "file does not exist") from None
+        except NotADirectoryError:  # e.g. `SSTs` is a file: then no SST exists under it
+            raise MissingFileError(str(p), "file does not exist (a parent directory is not a directory)") from None
         except IsADirectoryError:
             raise StorageError(f"{p}: is a directory, expected a file") from None
         except PermissionError as e:
@@ -61,35 +53,7 @@ class LocalStorage:
             raise StorageUnavailableError(f"{p}: read failed: {e.strerror or e}") from None
 
     def write(self, path: str, data: bytes, *, create_only: bool = False) -> None:
-        p = self._p(path)
-        tmp = p.parent / f".{p.name}.{uuid.uuid4().hex}.tmp"
-        try:
-            p.parent.mkdir(parents=True, exist_ok=True)
-            with open(tmp, "xb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
-            if create_only:
-                try:
-                    os.link(tmp, p)
-                except FileExistsError:
-                    raise AlreadyExistsError(str(p)) from None
-            else:
-                os.replace(tmp, p)
-            _fsync_dir(p.parent)
-        except AlreadyExistsError:
-            raise
-        except OSError as e:
-            if e.errno == errno.ENOSPC:
-                raise StorageUnavailableError(f"{p}: no space left on device; nothing was published") from None
-            raise StorageUnavailableError(f"{p}: write failed ({e.strerror or e}); nothing was published") from None
-        finally:
-            try:
-                tmp.unlink()
-            except FileNotFoundError:
-                pass
-            except OSError:
-                pass
+        atomic_write(self._p(path), data, create_only=create_only)
 
     def exists(self, path: str) -> bool:
         return self._p(path).is_file()
@@ -113,10 +77,19 @@ class LocalStorage:
                     out.append(FileInfo(e.name, st.st_size, st.st_mtime))
             except FileNotFoundError:
                 continue  # deleted while listing
+            except OSError as err:  # a symlink loop, an unreadable entry: name it, never a traceback
+                raise StorageError(f"{e.path}: cannot tell whether it is a file ({err.strerror or err})") from None
         return out
 
     def list_dirs(self, directory: str) -> builtins.list[str]:
-        return [e.name for e in self._scan(directory) if e.is_dir()]
+        out = []
+        for e in self._scan(directory):
+            try:
+                if e.is_dir():
+                    out.append(e.name)
+            except OSError as err:
+                raise StorageError(f"{e.path}: cannot tell whether it is a directory ({err.strerror or err})") from None
+        return out
 
     def delete(self, paths: Sequence[str]) -> None:
         for path in paths:

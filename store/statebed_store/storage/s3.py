@@ -8,6 +8,8 @@ checked against real servers: SeaweedFS 4.48 yes; MinIO (2024+) and AWS S3 (sinc
 and sends headers as given (pinned SDK version; covered by a test against a real server).
 With `conditional_put=auto` the first create-only write probes the server once; a server
 that ignores the header gets a loud warning and a (racy) exists-check fallback.
+A create-only PUT that urllib3 retried (its first answer lost, e.g. a read timeout) may meet
+its own first write: a 412 on a retry is success when the object holds exactly our bytes.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 import builtins
 import logging
 import threading
+import time
 import uuid
 from collections.abc import Sequence
 from typing import Any
@@ -23,6 +26,7 @@ import urllib3
 from minio import Minio
 from minio.deleteobjects import DeleteObject
 from minio.error import S3Error
+from minio.helpers import check_bucket_name
 
 from ..config import S3Settings
 from ..errors import AlreadyExistsError, MissingFileError, StorageError, StorageUnavailableError, UsageError
@@ -33,6 +37,13 @@ __all__ = ["S3Storage", "parse_s3_url"]
 log = logging.getLogger("statebed.storage.s3")
 
 _NETWORK_ERRORS = (urllib3.exceptions.HTTPError, OSError)
+_CONFLICT_CODES = ("PreconditionFailed", "ConditionalRequestConflict")
+
+
+def _attempt(error: S3Error) -> int:
+    """How many times urllib3 had already sent the request that got `error` (0: the first send)."""
+    retries = getattr(error.response, "retries", None)
+    return len(retries.history) if retries is not None else 0
 
 
 def parse_s3_url(url: str) -> tuple[str, str]:
@@ -43,7 +54,30 @@ def parse_s3_url(url: str) -> tuple[str, str]:
     bucket, _, prefix = rest.partition("/")
     if not bucket:
         raise UsageError(f"S3 URL {url!r} has no bucket")
+    try:
+        check_bucket_name(bucket)
+    except ValueError as e:  # the SDK would raise it on the first request instead
+        raise UsageError(f"S3 URL {url!r}: {e}") from None
     return bucket, prefix.strip("/")
+
+
+class _DeadlineRetry(urllib3.Retry):
+    """Retries that stop once `deadline_s` has passed since the request's first failure."""
+
+    def __init__(self, *args: Any, deadline_s: float = 30.0, first_failure: float | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.deadline_s = deadline_s
+        self.first_failure = first_failure
+
+    def new(self, **kw: Any) -> _DeadlineRetry:
+        out = super().new(**kw)
+        out.deadline_s = self.deadline_s
+        out.first_failure = self.first_failure if self.first_failure is not None else time.monotonic()
+        return out
+
+    def is_exhausted(self) -> bool:
+        late = self.first_failure is not None and time.monotonic() - self.first_failure >= self.deadline_s
+        return late or super().is_exhausted()
 
 
 class S3Storage:
@@ -52,18 +86,28 @@ class S3Storage:
         self.url = f"s3://{self.bucket}/{self.prefix}".rstrip("/")
         self.settings = settings
         http = urllib3.PoolManager(
-            timeout=urllib3.Timeout(connect=5, read=60),
+            timeout=urllib3.Timeout(connect=settings.connect_timeout_s, read=settings.read_timeout_s),
             maxsize=16,
-            retries=urllib3.Retry(total=3, backoff_factor=0.2, status_forcelist=[500, 502, 503, 504], allowed_methods=None),
+            retries=_DeadlineRetry(
+                total=settings.retries,
+                backoff_factor=0.2,
+                backoff_max=2.0,
+                status_forcelist=[500, 502, 503, 504],
+                allowed_methods=None,
+                deadline_s=settings.deadline_s,
+            ),
         )
-        self.client = Minio(
-            settings.host_port,
-            access_key=settings.access_key or None,
-            secret_key=settings.secret_key or None,
-            secure=settings.secure,
-            region=settings.region or "us-east-1",
-            http_client=http,
-        )
+        try:
+            self.client = Minio(
+                settings.host_port,
+                access_key=settings.access_key or None,
+                secret_key=settings.secret_key or None,
+                secure=settings.secure,
+                region=settings.region or "us-east-1",
+                http_client=http,
+            )
+        except ValueError as e:  # a malformed endpoint: the SDK's message, naming it
+            raise UsageError(f"S3 endpoint {settings.endpoint!r}: {e}") from None
         self._conditional: bool | None = {"on": True, "off": False}.get(settings.conditional_put)
         self._probe_lock = threading.Lock()
         if create_bucket:
@@ -141,7 +185,7 @@ class S3Storage:
                         self.settings.endpoint,
                     )
                 except S3Error as e:
-                    if e.code not in ("PreconditionFailed", "ConditionalRequestConflict"):
+                    if e.code not in _CONFLICT_CODES:
                         raise
                     self._conditional = True
                 finally:
@@ -158,14 +202,34 @@ class S3Storage:
                 try:
                     return self._put(key, data, True)
                 except S3Error as e:
-                    if e.code in ("PreconditionFailed", "ConditionalRequestConflict"):
-                        raise AlreadyExistsError(shown) from None
+                    if e.code in _CONFLICT_CODES:
+                        return self._settle_create_conflict(key, data, shown, _attempt(e))
                     raise
             if self._exists(key):
                 raise AlreadyExistsError(shown)
             return self._put(key, data, False)
 
         self._call("write", shown, put)
+
+    def _settle_create_conflict(self, key: str, data: bytes, shown: str, attempt: int) -> None:
+        """A create-only PUT was refused because the key exists. On a retry (`attempt` > 0) the
+        key may hold our own first attempt, which landed though its answer was lost: if its
+        bytes are ours the write succeeded. Anything else is AlreadyExistsError."""
+        if attempt > 0:
+            try:
+                if self.client.stat_object(self.bucket, key).size == len(data):
+                    resp = self.client.get_object(self.bucket, key)
+                    try:
+                        if resp.read() == data:
+                            log.info("create-only retry of %s found its own first write; done", shown)
+                            return
+                    finally:
+                        resp.close()
+                        resp.release_conn()
+            except S3Error as e:
+                if e.code not in ("NoSuchKey", "NoSuchObject", "NotFound"):
+                    raise
+        raise AlreadyExistsError(shown)
 
     def _exists(self, key: str) -> bool:
         try:

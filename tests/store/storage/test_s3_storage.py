@@ -148,9 +148,9 @@ def test_open_storage_and_urls(s3_server: S3Server) -> None:
     assert isinstance(st, S3Storage) and st.url == f"s3://statebed-test/{prefix}/ckpt"
     st.write("commits/0", b"v1\n{}")
     assert st.display("commits/0") == f"s3://statebed-test/{prefix}/ckpt/commits/0"
-    assert parse_s3_url("s3://b") == ("b", "")
-    assert parse_s3_url("s3://b/x/y/") == ("b", "x/y")
-    for bad in ("s3:///x", "http://b/x"):
+    assert parse_s3_url("s3://bkt") == ("bkt", "")
+    assert parse_s3_url("s3://bkt/x/y/") == ("bkt", "x/y")
+    for bad in ("s3:///x", "http://b/x", "s3://Bad_Bucket!!/x", "s3://b/x"):  # S3 bucket names: 3-63 of [a-z0-9.-]
         with pytest.raises(UsageError) as e:
             parse_s3_url(bad)
         assert repr(bad) in str(e.value)

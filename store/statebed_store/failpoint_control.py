@@ -1,0 +1,107 @@
+"""The controller's side of runtime failpoints: a versioned control file that running
+processes re-read, and the firing logs they append next to it.
+
+    <dir>/control.json        {"version": n, "seed": s, "points": {name: terms}, "updated": t}
+    <dir>/fired-<pid>.jsonl   one line per firing: time, failpoint, action, pid, host,
+                              task ({batch, partition, attempt} or null), hit, control_version
+
+Processes find the file through `STATEBED_FAILPOINTS_CONTROL` (forwarded to executors) and
+apply a version once, when a point is hit. Every write replaces the file atomically with the
+next version under an exclusive lock, so concurrent controllers do not lose an update.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from .errors import CorruptFileError, UsageError
+from .failpoints import _canonical, parse_spec
+from .jsonsafe import loads_strict
+from .localfs import atomic_write
+
+__all__ = ["Control"]
+
+
+class Control:
+    """Arm, change and disarm failpoints in every process that follows `path`."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path).absolute()
+
+    @property
+    def directory(self) -> Path:
+        return self.path.parent
+
+    def read(self) -> dict[str, Any]:
+        """The current document (version 0 and no points when the file does not exist yet)."""
+        try:
+            doc = loads_strict(self.path.read_bytes(), file=str(self.path))
+        except FileNotFoundError:
+            return {"version": 0, "seed": 0, "points": {}}
+        except CorruptFileError as e:
+            raise UsageError(f"{self.path}: not a failpoint control file ({e.detail})") from None
+        if not isinstance(doc, dict) or not isinstance(doc.get("version"), int) or not isinstance(doc.get("points"), dict):
+            raise UsageError(f"{self.path}: not a failpoint control file (needs version and points)")
+        return doc
+
+    def arm(self, spec: str, seed: int | None = None) -> int:
+        """Arm (or re-arm) the points of `spec`, leaving the others as they are; returns the new version."""
+        parsed = parse_spec(spec)
+
+        def change(doc: dict[str, Any]) -> None:
+            doc["points"].update({name: "->".join(t.describe() for t in terms) for name, terms in parsed.items()})
+            if seed is not None:
+                doc["seed"] = seed
+
+        return self._update(change)
+
+    def disarm(self, *names: str) -> int:
+        """Disarm the named points, or every point when none is named; returns the new version."""
+        canon = [_canonical(n) for n in names]
+
+        def change(doc: dict[str, Any]) -> None:
+            if not canon:
+                doc["points"].clear()
+            for name in canon:
+                doc["points"].pop(name, None)
+
+        return self._update(change)
+
+    def firings(self) -> list[dict[str, Any]]:
+        """Every firing recorded so far by every process, oldest first (a line being written is skipped)."""
+        out = []
+        for f in sorted(self.directory.glob("fired-*.jsonl")):
+            for line in f.read_text().splitlines():
+                try:
+                    rec = loads_strict(line, file=str(f))
+                except CorruptFileError:
+                    continue
+                if isinstance(rec, dict) and isinstance(rec.get("time", 0), (int, float)):
+                    out.append(rec)
+        return sorted(out, key=lambda r: r.get("time", 0))
+
+    def _update(self, change: Callable[[dict[str, Any]], None]) -> int:
+        with self._locked():
+            doc = self.read()
+            change(doc)
+            doc["version"] = int(doc["version"]) + 1
+            doc["updated"] = round(time.time(), 6)
+            atomic_write(self.path, (json.dumps(doc, indent=2, sort_keys=True) + "\n").encode())
+            return int(doc["version"])
+
+    @contextmanager
+    def _locked(self) -> Iterator[None]:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        with open(self.path.with_name(self.path.name + ".lock"), "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)

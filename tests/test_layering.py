@@ -1,0 +1,59 @@
+"""Dependencies point one way: store <- model <- job <- chaos <- cli (every import, parsed with ast).
+
+store imports none of the others; model imports only store (and never pyspark: it is
+Spark-free); job never imports chaos or cli; chaos never imports cli. Imports inside
+functions count too: a lazy import is still a dependency.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = {
+    "statebed_store": "store/statebed_store",
+    "statebed_model": "model/statebed_model",
+    "statebed_job": "job/statebed_job",
+    "statebed_chaos": "chaos/statebed_chaos",
+    "statebed_cli": "cli/statebed_cli",
+}
+FORBIDDEN = {
+    "statebed_store": {"statebed_model", "statebed_job", "statebed_chaos", "statebed_cli"},
+    "statebed_model": {"statebed_job", "statebed_chaos", "statebed_cli", "pyspark", "py4j"},
+    "statebed_job": {"statebed_chaos", "statebed_cli"},
+    "statebed_chaos": {"statebed_cli"},
+    "statebed_cli": set(),
+}
+
+
+def imported(tree: ast.Module) -> list[tuple[int, str]]:
+    """(line, top-level module) of every absolute import in a module."""
+    out = []
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Import):
+            out += [(n.lineno, a.name.split(".")[0]) for a in n.names]
+        elif isinstance(n, ast.ImportFrom) and n.level == 0 and n.module:
+            out.append((n.lineno, n.module.split(".")[0]))
+    return out
+
+
+def violations(package: str) -> list[str]:
+    found = []
+    for f in sorted((ROOT / PACKAGES[package]).rglob("*.py")):
+        for line, top in imported(ast.parse(f.read_text(), str(f))):
+            if top in FORBIDDEN[package]:
+                found.append(f"{f.relative_to(ROOT)}:{line} imports {top}")
+    return found
+
+
+@pytest.mark.parametrize("package", sorted(PACKAGES))
+def test_dependencies_point_one_way(package: str) -> None:
+    assert violations(package) == []
+
+
+def test_the_check_sees_lazy_imports() -> None:
+    tree = ast.parse("def f():\n    from statebed_cli.main import main\n    import pyspark.sql\n")
+    assert imported(tree) == [(2, "statebed_cli"), (3, "pyspark")]
