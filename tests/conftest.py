@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 import sys
 import uuid
 from collections.abc import Iterator
@@ -65,3 +66,14 @@ def _no_failpoints() -> Iterator[None]:
     failpoints.disarm()
     yield
     failpoints.disarm()
+
+
+@pytest.fixture
+def sleeper() -> Iterator[subprocess.Popen[bytes]]:
+    """A real, unrelated process (`sleep 60`) that tests signal or name in forged state; always reaped."""
+    proc = subprocess.Popen(["sleep", "60"])
+    try:
+        yield proc
+    finally:
+        proc.kill()
+        proc.wait(10)

@@ -33,16 +33,6 @@ def state(pid: int) -> str:
     return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
 
 
-@pytest.fixture
-def sleeper() -> Iterator[subprocess.Popen[bytes]]:
-    proc = subprocess.Popen(["sleep", "60"])
-    try:
-        yield proc
-    finally:
-        proc.kill()
-        proc.wait(10)
-
-
 def test_registered_server_is_found_paused_resumed_and_killed(tmp_path: Path, sleeper: subprocess.Popen[bytes]) -> None:
     targets = LocalTargets(tmp_path / "run")
     targets.register("s3", sleeper.pid, name="seaweedfs")

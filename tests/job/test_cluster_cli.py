@@ -7,7 +7,6 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -75,33 +74,22 @@ def test_foreground_cluster_stops_on_sigterm(tmp_path: Path) -> None:
     assert not any(alive(p) for p in pids) and cluster.read_state() is None
 
 
-@pytest.fixture
-def innocent() -> Iterator[subprocess.Popen[bytes]]:
-    """A real unrelated process whose PID a stale state file names."""
-    proc = subprocess.Popen(["sleep", "60"])
-    try:
-        yield proc
-    finally:
-        proc.kill()
-        proc.wait(10)
-
-
 def forge(d: Path, master: dict, workers: list[dict]) -> None:  # type: ignore[type-arg]
     d.mkdir(parents=True, exist_ok=True)
     doc = {"master_url": "spark://127.0.0.1:1", "master_web": "http://127.0.0.1:1", "workers": workers, **master}
     (d / "cluster.json").write_text(json.dumps(doc))
 
 
-def test_down_refuses_a_reused_pid_from_a_stale_state_file(tmp_path: Path, innocent: subprocess.Popen[bytes]) -> None:
-    me = identify(innocent.pid)
+def test_down_refuses_a_reused_pid_from_a_stale_state_file(tmp_path: Path, sleeper: subprocess.Popen[bytes]) -> None:
+    me = identify(sleeper.pid)
     assert me is not None
     d = tmp_path / "cluster"
     forge(
         d,
-        {"master_pid": innocent.pid, "master_start_time": me.start_time - 1, "master_cmdline": ["java", "Master"]},
+        {"master_pid": sleeper.pid, "master_start_time": me.start_time - 1, "master_cmdline": ["java", "Master"]},
         [
-            {"host": "127.0.0.2", "pid": innocent.pid},  # no start time recorded: cannot be verified
-            {"host": "127.0.0.3", "pid": innocent.pid, "start_time": me.start_time, "cmdline": ["java", "Worker"]},
+            {"host": "127.0.0.2", "pid": sleeper.pid},  # no start time recorded: cannot be verified
+            {"host": "127.0.0.3", "pid": sleeper.pid, "start_time": me.start_time, "cmdline": ["java", "Worker"]},
         ],
     )
     down = statebed("cluster", "down", "--dir", str(d), "--json")
@@ -109,19 +97,19 @@ def test_down_refuses_a_reused_pid_from_a_stale_state_file(tmp_path: Path, innoc
     doc = json.loads(down.stdout)
     assert doc["stopped"] == [] and len(doc["refused"]) == 3
     assert "another process" in doc["refused"][2] and "cannot be verified" in doc["refused"][0]
-    assert "another command line" in doc["refused"][1] and f"pid {innocent.pid}" in down.stderr
-    assert innocent.poll() is None and alive(innocent.pid)  # still running: we kill it ourselves
+    assert "another command line" in doc["refused"][1] and f"pid {sleeper.pid}" in down.stderr
+    assert sleeper.poll() is None and alive(sleeper.pid)  # still running: we kill it ourselves
 
 
-def test_down_stops_a_process_whose_identity_matches(tmp_path: Path, innocent: subprocess.Popen[bytes]) -> None:
-    me = identify(innocent.pid)
+def test_down_stops_a_process_whose_identity_matches(tmp_path: Path, sleeper: subprocess.Popen[bytes]) -> None:
+    me = identify(sleeper.pid)
     assert me is not None
     d = tmp_path / "cluster"
-    forge(d, {"master_pid": innocent.pid, "master_start_time": me.start_time, "master_cmdline": list(me.cmdline or ())}, [])
+    forge(d, {"master_pid": sleeper.pid, "master_start_time": me.start_time, "master_cmdline": list(me.cmdline or ())}, [])
     assert json.loads(statebed("cluster", "status", "--dir", str(d), "--json").stdout)["running"] is True
     down = statebed("cluster", "down", "--dir", str(d), "--json")
-    assert json.loads(down.stdout) == {"stopped": [innocent.pid], "refused": []}
-    assert innocent.wait(10) == -signal.SIGTERM and not (d / "cluster.json").exists()
+    assert json.loads(down.stdout) == {"stopped": [sleeper.pid], "refused": []}
+    assert sleeper.wait(10) == -signal.SIGTERM and not (d / "cluster.json").exists()
 
 
 @pytest.mark.parametrize("text", ["{not json", "[]", '{"master_url": "x"}', '{"master_url": "x", "master_pid": "12", "master_web": "y"}'])
