@@ -41,6 +41,9 @@ log = get_logger("driver")
 OPERATOR = 0
 
 # The job's own failpoints: the store knows nothing of the job, so they are registered here.
+failpoints.register(
+    "driver.tasks.after", "job driver: every task result in and checked, before staging and the commit log (drop: no effect)"
+)
 failpoints.register("driver.sink.before", "job driver: after the commit log, before the sink output (drop: skip the sink write)")
 failpoints.register("driver.batch.end", "job driver: after the sink output, before Spark records the batch (drop: no effect)")
 
@@ -82,11 +85,13 @@ class BatchDriver:
             local_root=str(self.run.local_state),
             slow=self.opts.slow_task_spec(),
             seed=self.opts.seed or 0,
+            attempts_dir=str(self.run.attempts),
         )
 
     def process(self, batch_id: int, inputs: pa.Table | Callable[[], pa.Table], execute: Execute) -> BatchOutcome:
         try:
-            return self._process(batch_id, inputs, execute)
+            with failpoints.task_context(batch=batch_id):  # `[batch=B]` filters aim at this batch's driver points
+                return self._process(batch_id, inputs, execute)
         except StatebedError as e:
             self.failure = self.failure or e
             raise
@@ -103,6 +108,7 @@ class BatchDriver:
         spec = self.spec(batch_id)
         chosen = self._one_per_partition(execute(spec), spec)
         t_tasks = time.perf_counter()
+        failpoints.hit("driver.tasks.after")
         outputs = pa.concat_tables([r.outputs for r in chosen]) if chosen else self.workload.empty_output()
         self.run.stage_output(batch_id, outputs)
         ids = {OPERATOR: [[r.checkpoint_id] for r in chosen]} if self.opts.mode != "v1" else None

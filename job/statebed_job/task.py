@@ -5,6 +5,8 @@ records, loads `(batch, base id)` from this worker's cached provider (the open R
 instance is reused only if it is at exactly that version and id), applies the workload,
 commits `batch + 1` and returns one row: partition, version, new id, base id, the attempt,
 and the batch's output rows as Arrow IPC bytes. The driver keeps one row per partition.
+Each attempt also leaves its own record under the run's `attempts/` (`statebed_model.attempts`):
+written before it loads, rewritten when it ends, ok or fail.
 
 Providers live as long as the Python worker (`spark.python.worker.reuse`), one per
 (checkpoint, partition), with their local RocksDB under a per-host directory, so a task
@@ -26,6 +28,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
+from statebed_model import attempts
 from statebed_model.rundir import INPUT_SCHEMA
 from statebed_model.workloads import TaskContext, get_workload
 from statebed_store import S3Settings, StateStoreProvider, StoreId, StoreOptions, failpoints, open_storage
@@ -47,6 +50,9 @@ __all__ = [
 
 log = get_logger("task")
 OPERATOR = 0
+
+failpoints.register("task.load.after", "job task: state loaded, before the workload applies the batch (drop: no effect)")
+failpoints.register("task.commit.after", "job task: the store commit returned, before the result goes back to Spark (drop: no effect)")
 
 RESULT_SCHEMA = pa.schema(
     [
@@ -82,6 +88,7 @@ class TaskSpec:
     local_root: str
     slow: tuple[int, int, int] | None = None  # (batch, partition, ms): make attempt 0 slow after commit
     seed: int = 0  # the run's seed: a task's random choices derive from (seed, batch, partition, attempt)
+    attempts_dir: str | None = None  # where each attempt writes its record (None: no records)
 
 
 @dataclass(frozen=True)
@@ -158,17 +165,67 @@ def task_rng(seed: int, batch_id: int, partition: int, attempt: int) -> np.rando
     return np.random.default_rng([seed, batch_id, partition, attempt])
 
 
-def run_partition(spec: TaskSpec, partition: int, records: pa.Table, attempt: int = 0, task_info: str = "") -> TaskResult:
-    """Load, apply, commit one partition of one batch. Spark-free: tests call it directly."""
+@dataclass
+class _Attempt:
+    """This attempt's record, if the run keeps them; `new_id` is the checkpoint id it writes, once loaded."""
+
+    directory: Path | None
+    record: attempts.AttemptRecord | None = None
+    new_id: str | None = None
+
+    def loaded(self, new_id: str | None) -> None:
+        self.new_id = new_id
+        if self.directory is not None and self.record is not None and new_id is not None:
+            self.record = attempts.write_loaded(self.directory, self.record, new_id)
+
+    def end(self, outcome: str, checkpoint_id: str | None, error: BaseException | None = None) -> None:
+        if self.directory is not None and self.record is not None:
+            attempts.write_end(self.directory, self.record, outcome, checkpoint_id=checkpoint_id, error=error)
+
+
+def run_partition(
+    spec: TaskSpec,
+    partition: int,
+    records: pa.Table,
+    attempt: int = 0,
+    task_info: str = "",
+    *,
+    stage: int | None = None,
+    task_attempt_id: int | None = None,
+) -> TaskResult:
+    """Load, apply, commit one partition of one batch, recording the attempt. Spark-free: tests call it directly."""
+    with failpoints.task_context(batch=spec.batch_id, partition=partition, attempt=attempt):
+        att = _Attempt(None if spec.attempts_dir is None else Path(spec.attempts_dir))
+        if att.directory is not None:
+            att.record = attempts.write_start(
+                att.directory,
+                batch=spec.batch_id,
+                partition=partition,
+                attempt=attempt,
+                stage=stage,
+                task_attempt_id=task_attempt_id,
+                version=spec.batch_id + 1,
+                base_id=spec.base_ids[partition],
+            )
+        try:
+            result = _load_apply_commit(spec, partition, records, attempt, task_info, att)
+            failpoints.hit("task.commit.after")
+        except BaseException as e:
+            att.end("fail", att.new_id, e)  # its files, if it wrote any, are orphans it owns
+            raise
+        att.end("ok", result.checkpoint_id)
+        return result
+
+
+def _load_apply_commit(spec: TaskSpec, partition: int, records: pa.Table, attempt: int, task_info: str, att: _Attempt) -> TaskResult:
     t0 = time.perf_counter()
     workload = get_workload(spec.workload)
     provider = _provider(spec, partition)
     ctx = TaskContext(partition, spec.partitions, spec.batch_id, task_rng(spec.seed, spec.batch_id, partition, attempt))
     hits = provider.metrics.cache_hits
-    with (
-        failpoints.task_context(batch=spec.batch_id, partition=partition, attempt=attempt),
-        provider.load(spec.batch_id, spec.base_ids[partition], task_info=task_info) as txn,
-    ):
+    with provider.load(spec.batch_id, spec.base_ids[partition], task_info=task_info) as txn:
+        att.loaded(txn.new_id)
+        failpoints.hit("task.load.after")
         t_load = time.perf_counter()
         outputs = workload.apply(txn, records, ctx)
         t_apply = time.perf_counter()
@@ -198,7 +255,7 @@ def run_task(spec: TaskSpec, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.R
     info = f"batch {spec.batch_id} partition {partition} attempt {attempt} (stage {tc.stageId()}, task {tc.taskAttemptId()})"
     chunks = list(batches)
     records = pa.Table.from_batches(chunks).select(INPUT_SCHEMA.names).cast(INPUT_SCHEMA) if chunks else INPUT_SCHEMA.empty_table()
-    r = run_partition(spec, partition, records, attempt, info)
+    r = run_partition(spec, partition, records, attempt, info, stage=tc.stageId(), task_attempt_id=tc.taskAttemptId())
     yield pa.RecordBatch.from_pydict(
         {
             "partition": [r.partition],

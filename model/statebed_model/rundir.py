@@ -14,6 +14,7 @@
                                log `sources/0/`; in native mode also Spark's state)
       source/                  the generated source files (generated source only)
       events/                  Spark event log (speculation, task attempts, failures)
+      attempts/                one record per statebed task attempt (`attempts.py`; local side)
       cluster/                 standalone master/worker work dirs and logs
 
 The run directory is a `Storage` root: a local directory or `s3://bucket/prefix`; every
@@ -43,6 +44,8 @@ from statebed_store.config import S3Settings
 from statebed_store.errors import AlreadyExistsError, CorruptFileError, MissingFileError, UsageError
 from statebed_store.jsonsafe import loads_strict
 from statebed_store.storage import Storage, open_storage
+
+from .attempts import ATTEMPTS_DIR
 
 __all__ = ["INPUT_SCHEMA", "RUN_SCHEMA", "RunDir", "RunInfo", "read_parquet", "table_bytes"]
 
@@ -107,6 +110,11 @@ class RunDir:
     @property
     def local_state(self) -> Path:
         return self.root / "local-state"
+
+    @property
+    def attempts(self) -> Path:
+        """Where task attempts write their records (`attempts.py`): local disk, next to Spark's files."""
+        return self.root / ATTEMPTS_DIR
 
     def display(self, name: str) -> str:
         """A run-relative name as a user should see it (absolute path or s3:// URL)."""

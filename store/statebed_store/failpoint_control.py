@@ -1,9 +1,12 @@
 """The controller's side of runtime failpoints: a versioned control file that running
 processes re-read, and the firing logs they append next to it.
 
-    <dir>/control.json        {"version": n, "seed": s, "points": {name: terms}, "updated": t}
+    <dir>/control.json        {"version": n, "seed": s, "points": {name: terms},
+                               "released": {name: count}, "updated": t}
     <dir>/fired-<pid>.jsonl   one line per firing: time, failpoint, action, pid, host,
-                              task ({batch, partition, attempt} or null), hit, control_version
+                              task ({batch, partition, attempt} or null), hit, control_version;
+                              a hold's end adds a record with action "released" or
+                              "hold-timeout" and held_s
 
 Processes find the file through `STATEBED_FAILPOINTS_CONTROL` (forwarded to executors) and
 apply a version once, when a point is hit. Every write replaces the file atomically with the
@@ -71,6 +74,16 @@ class Control:
                 doc["points"].clear()
             for name in canon:
                 doc["points"].pop(name, None)
+
+        return self._update(change)
+
+    def release(self, name: str) -> int:
+        """End every `hold` of point `name` that began before this call, in every process; returns the new version."""
+        canon = _canonical(name)
+
+        def change(doc: dict[str, Any]) -> None:
+            released = doc.setdefault("released", {})
+            released[canon] = int(released.get(canon, 0)) + 1
 
         return self._update(change)
 

@@ -6,11 +6,18 @@ control file (`STATEBED_FAILPOINTS_CONTROL=<dir>/control.json`, written by
 `Control(path).arm(...)`; see `failpoint_control`). A spec is `name=term[->term...]`
 entries joined by `;`:
 
-    term   := [<pct>%][<count>*]<action>[(<arg>)]
-    action := off | delay(ms) | sleep(ms) | drop | error[(message)] | exit[(code)]
+    term   := ["["<filter>"]"][<pct>%][<count>*]<action>[(<arg>)]
+    filter := key=int[,key=int...]     keys: batch, partition, attempt
+    action := off | delay(ms) | sleep(ms) | hold(ms) | drop | error[(message)] | exit[(code)]
 
-Terms are tried left to right: a term whose count is used up is skipped, one whose
-probability roll misses passes to the next; the first that fires decides. Examples:
+Terms are tried left to right: a term whose task filter does not match the hitting thread's
+`task_context` (every listed key equal) or whose count is used up is skipped without a
+roll; one whose probability roll misses passes to the next; the first that fires decides.
+`hold(ms)` blocks the caller until a controller calls `Control(path).release(name)` (every
+hold of that point started before the release ends) or `ms` elapses (at most
+`MAX_HOLD_MS`); it polls the control file, so without one it simply waits `ms`. Counts
+are per process: aim at one attempt with a filter, e.g. `[batch=3,partition=1,attempt=0]1*error`.
+Examples:
 `snapshot.upload=30%delay(2000)` (30% of uploads wait 2 s), `changelog.upload.after=1*error`
 (the first commit fails after its changelog is durable), `snapshot.upload.before=drop`
 (snapshots are silently never uploaded). Each call site documents what `drop` skips.
@@ -20,7 +27,8 @@ reproducible for a given seed and order of hits.
 The store knows only its own points (`KNOWN_POINTS`); layers above add theirs with
 `register` at import. An environment spec naming a point nobody registered yet waits for
 its registration; `check_known()` turns what is still unknown into a usage error.
-With a control file, every firing is appended to `<dir>/fired-<pid>.jsonl` before it acts.
+With a control file, every firing is appended to `<dir>/fired-<pid>.jsonl` before it acts;
+a hold appends a second record when it ends (action "released" or "hold-timeout").
 """
 
 from __future__ import annotations
@@ -67,6 +75,8 @@ log = get_logger("failpoints")
 
 CONTROL_ENV = "STATEBED_FAILPOINTS_CONTROL"
 CONTROL_POLL_S = 0.1  # a process stats its control file at most this often, and only when a point is hit
+MAX_HOLD_MS = 600_000  # a hold never outlives this, released or not
+FILTER_KEYS = ("batch", "partition", "attempt")
 
 # The store's failpoints (aliases map to their canonical name); `register` adds others.
 KNOWN_POINTS: dict[str, str] = {
@@ -79,8 +89,10 @@ KNOWN_POINTS: dict[str, str] = {
 _ALIASES = {"snapshot.upload": "snapshot.upload.before", "changelog.upload": "changelog.upload.before"}
 
 _TERM = re.compile(
-    r"^(?:(?P<pct>\d+(?:\.\d+)?)%)?(?:(?P<count>\d+)\*)?(?P<action>off|delay|sleep|drop|error|exit)(?:\((?P<arg>[^()]*)\))?$"
+    r"^(?:\[(?P<filter>[^\[\]]*)\])?(?:(?P<pct>\d+(?:\.\d+)?)%)?(?:(?P<count>\d+)\*)?"
+    r"(?P<action>off|delay|sleep|hold|drop|error|exit)(?:\((?P<arg>[^()]*)\))?$"
 )
+_FILTER_ITEM = re.compile(r"^(?P<key>[a-z]+)=(?P<value>\d+)$")
 
 
 @dataclass
@@ -89,12 +101,19 @@ class _Term:
     pct: float = 100.0
     count: int | None = None
     arg: str | None = None
+    task: dict[str, int] | None = None  # the task filter: every key must equal the thread's task context
 
     def describe(self) -> str:
+        task = "" if self.task is None else "[" + ",".join(f"{k}={v}" for k, v in self.task.items()) + "]"
         pct = "" if self.pct == 100.0 else f"{self.pct:g}%"
         count = "" if self.count is None else f"{self.count}*"
         arg = "" if self.arg is None else f"({self.arg})"
-        return f"{pct}{count}{self.action}{arg}"
+        return f"{task}{pct}{count}{self.action}{arg}"
+
+    def matches(self, task: dict[str, int] | None) -> bool:
+        if self.task is None:
+            return True
+        return task is not None and all(task.get(k) == v for k, v in self.task.items())
 
 
 @dataclass
@@ -123,12 +142,28 @@ def _canonical(name: str) -> str:
     return name
 
 
+def _parse_filter(name: str, text: str) -> dict[str, int]:
+    """`batch=3,partition=1` as {key: value} in FILTER_KEYS order; errors name the point."""
+    found: dict[str, int] = {}
+    for item in text.split(","):
+        m = _FILTER_ITEM.match(item.strip())
+        if not m or m.group("key") not in FILTER_KEYS or m.group("key") in found:
+            raise UsageError(
+                f"failpoint {name}: bad task filter [{text}] (expected e.g. [batch=3,partition=1,attempt=0]: "
+                f"keys {', '.join(FILTER_KEYS)} once each, integer values)"
+            )
+        found[m.group("key")] = int(m.group("value"))
+    return {k: found[k] for k in FILTER_KEYS if k in found}
+
+
 def _parse_terms(name: str, text: str) -> list[_Term]:
     terms = []
     for raw in text.split("->"):
         m = _TERM.match(raw.strip())
         if not m:
-            raise UsageError(f"failpoint {name}: cannot parse term {raw.strip()!r} (expected e.g. 30%delay(2000), 1*error, drop)")
+            raise UsageError(
+                f"failpoint {name}: cannot parse term {raw.strip()!r} (expected e.g. 30%delay(2000), 1*error, drop, [batch=2]hold(60000))"
+            )
         pct = float(m.group("pct")) if m.group("pct") else 100.0
         if not 0 <= pct <= 100:
             raise UsageError(f"failpoint {name}: probability {pct}% out of range")
@@ -139,7 +174,10 @@ def _parse_terms(name: str, text: str) -> list[_Term]:
             raise UsageError(f"failpoint {name}: delay needs milliseconds, e.g. delay(2000)")
         if action == "exit" and arg is not None and not arg.strip().isdigit():
             raise UsageError(f"failpoint {name}: exit takes an integer code")
-        terms.append(_Term(action, pct, int(m.group("count")) if m.group("count") else None, arg))
+        if action == "hold" and (arg is None or not arg.strip().isdigit() or not 0 < int(arg) <= MAX_HOLD_MS):
+            raise UsageError(f"failpoint {name}: hold needs a bound in milliseconds, 1..{MAX_HOLD_MS}, e.g. hold(60000)")
+        task = None if m.group("filter") is None else _parse_filter(name, m.group("filter"))
+        terms.append(_Term(action, pct, int(m.group("count")) if m.group("count") else None, arg, task))
     return terms
 
 
@@ -261,6 +299,7 @@ class _ControlReader:
     def __init__(self, path: Path) -> None:
         self.path = path
         self.version = 0
+        self.released: dict[str, int] = {}  # point -> how many times a controller released its holds
         self._key: tuple[int, int, int] | None = None
         self._next_poll = 0.0
         self._busy = threading.Lock()
@@ -286,26 +325,58 @@ class _ControlReader:
         try:
             doc = loads_strict(self.path.read_bytes(), file=str(self.path), what="failpoint control file")
             version, seed, points = int(doc["version"]), int(doc.get("seed", 0)), dict(doc["points"])
+            released = {str(k): int(v) for k, v in dict(doc.get("released", {})).items()}
         except (OSError, CorruptFileError, ValueError, KeyError, TypeError, AttributeError) as e:
             log.warning("failpoint control file unreadable; keeping the current arming", extra=kv(file=str(self.path), error=str(e)))
             return
         if version > self.version:
             _apply_control(points, seed, self.path)
+            self.released = released
             self.version = version
 
-    def record(self, point: _Point, term: _Term, hits: int) -> None:
+    def released_now(self, name: str) -> int:
+        """The release counter of `name` as the file says right now (a hold's baseline; unthrottled)."""
+        try:
+            doc = loads_strict(self.path.read_bytes(), file=str(self.path), what="failpoint control file")
+            return int(dict(doc.get("released", {})).get(name, 0))
+        except (OSError, CorruptFileError, ValueError, TypeError, AttributeError):
+            return self.released.get(name, 0)
+
+    def hold(self, point: _Point, term: _Term, hits: int) -> None:
+        """Record the hold, block until `point` is released after that or its bound elapses, record how it ended.
+
+        The baseline is read before the start is recorded: a controller that releases on seeing
+        the record always ends this hold."""
+        baseline = self.released_now(point.name)
+        self.record(point, term, hits)
+        start = time.monotonic()
+        deadline = start + int(term.arg or 0) / 1000.0
+        while True:
+            self.poll()
+            if self.released.get(point.name, 0) > baseline:
+                outcome = "released"
+                break
+            left = deadline - time.monotonic()
+            if left <= 0:
+                outcome = "hold-timeout"
+                break
+            time.sleep(min(max(CONTROL_POLL_S, 0.005), left))
+        self.record(point, term, hits, action=outcome, held_s=round(time.monotonic() - start, 3))
+
+    def record(self, point: _Point, term: _Term, hits: int, action: str | None = None, **extra: object) -> None:
         """Append one firing, one write(2) on an O_APPEND file, before the action runs."""
         name = point.name
         rec = {
             "time": round(time.time(), 6),
             "failpoint": name,
-            "action": term.action if term.arg is None else f"{term.action}({term.arg})",
+            "action": action or (term.action if term.arg is None else f"{term.action}({term.arg})"),
             "spec": point.spec,
             "pid": os.getpid(),
             "host": os.environ.get("SPARK_LOCAL_IP") or socket.gethostname(),
             "task": _TASK.get(),
             "hit": hits,
             "control_version": self.version,
+            **extra,
         }
         path = self.path.parent / f"fired-{os.getpid()}.jsonl"
         try:
@@ -376,8 +447,9 @@ def hit(name: str) -> bool:
     with _LOCK:
         point.hits += 1
         chosen = None
+        task = _TASK.get()
         for term in point.terms:
-            if term.count is not None and term.count <= 0:
+            if not term.matches(task) or (term.count is not None and term.count <= 0):
                 continue
             if term.pct < 100.0 and point.rng.random() * 100.0 >= term.pct:
                 continue
@@ -389,9 +461,12 @@ def hit(name: str) -> bool:
         hits = point.hits
     if chosen is None or chosen.action == "off":
         return False
+    if chosen.action == "hold" and control is not None:
+        control.hold(point, chosen, hits)  # records its start and its end
+        return False
     if control is not None:
         control.record(point, chosen, hits)
-    if chosen.action == "delay":
+    if chosen.action in ("delay", "hold"):  # a hold with no control file: nobody can release it
         time.sleep(int(chosen.arg or 0) / 1000.0)
         return False
     if chosen.action == "drop":

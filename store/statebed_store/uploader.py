@@ -10,6 +10,7 @@ V2 loads trace lineage past a missing snapshot, so a lost snapshot costs replay 
 
 from __future__ import annotations
 
+import contextvars
 import threading
 import time
 from collections import deque
@@ -74,6 +75,9 @@ class PendingSnapshot:
     attempts: int = 3
     backoff_s: float = 0.5
     queued_at: float = field(default_factory=time.monotonic)
+    # The queuing thread's context: the upload's failpoints see the task (batch, partition,
+    # attempt) that queued the snapshot, so a chaos fault can aim at one attempt's snapshot.
+    context: contextvars.Context = field(default_factory=contextvars.copy_context)
 
     @property
     def path(self) -> str:
@@ -202,7 +206,7 @@ class SnapshotUploader:
         try:
             for attempt in range(1, p.attempts + 1):
                 try:
-                    if upload_snapshot(p, uploaded):
+                    if p.context.run(upload_snapshot, p, uploaded):
                         self.uploaded += 1
                         log.info(
                             "snapshot uploaded", extra=kv(**fields, ssts=len(uploaded), queued_s=round(time.monotonic() - p.queued_at, 3))

@@ -174,7 +174,7 @@ def test_armed_mid_run_fires_in_a_python_worker_of_a_real_run(tmp_path: Path) ->
     assert json.loads(out[out.index("{") :])["seed"] == 11
     fired = control.firings()
     [driver] = [f for f in fired if f["failpoint"] == "driver.batch.end"]
-    assert driver["pid"] == proc.pid and driver["task"] is None and driver["action"] == "delay(2000)"
+    assert driver["pid"] == proc.pid and driver["task"] == {"batch": 0} and driver["action"] == "delay(2000)"
     executor_side = [f for f in fired if f["failpoint"] == "changelog.upload.after"]
     assert executor_side and all(f["pid"] != proc.pid and f["action"] == "delay(1)" for f in executor_side)
     assert all(f["task"]["batch"] >= 1 and f["task"]["partition"] in (0, 1) and f["task"]["attempt"] == 0 for f in executor_side)

@@ -29,6 +29,7 @@ from statebed_model.eventlog import EventLog, read_event_log
 from statebed_model.rundir import RunDir
 from statebed_store.failpoint_control import Control
 from statebed_store.jsonsafe import loads_strict
+from statebed_store.naming import commit_path
 
 from ..history import History
 from ..targets.base import Targets
@@ -93,6 +94,7 @@ class FaultContext:
     control: Control  # the run's runtime failpoints (<run>/failpoints/control.json)
     history: History
     proxy: Any = None  # a toxiproxy-python `Proxy` in front of S3, or None (local storage)
+    proxy_record: Path | None = None  # our proxy's toxic record (JSONL); None with a real Toxiproxy: no proof
     seed: int = 0
     stop: threading.Event = field(default_factory=threading.Event)  # set when the run is over: waits give up
     poll_s: float = 0.05
@@ -111,7 +113,7 @@ class FaultContext:
 
     def batch_committed(self, batch: int) -> bool:
         """Spark wrote commits/<batch> (its own commit, the last step of a batch)."""
-        return (self.spark_checkpoint / "commits" / str(batch)).exists()
+        return (self.spark_checkpoint / commit_path(batch)).exists()
 
     def wait(self, cond: Callable[[], T | None], timeout_s: float) -> T | None:
         """Poll `cond` until it returns something truthy, the run stops, or `timeout_s`: None then."""

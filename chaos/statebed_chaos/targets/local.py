@@ -11,6 +11,7 @@ never by scanning /proc for a name:
 
 from __future__ import annotations
 
+import dataclasses
 import fcntl
 import json
 import os
@@ -62,6 +63,8 @@ class LocalTargets(Targets):
         ident = identify(pid)
         if ident is None:
             raise UsageError(f"cannot register {kind} pid {pid}: no such process")
+        if not ident.cmdline:  # just started: execve has not set its arguments up yet; pin it by start time alone
+            ident = dataclasses.replace(ident, cmdline=None)
         target = Target(kind, name or f"{kind}-{pid}", host, ident)
         self.registry.parent.mkdir(parents=True, exist_ok=True)
         with open(self.registry.with_name(self.registry.name + ".lock"), "a") as lock:

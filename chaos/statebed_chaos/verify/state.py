@@ -37,7 +37,7 @@ from statebed_store.storage.base import Storage
 
 from .result import Anomaly, Verdict, merge_verdicts
 
-__all__ = ["RUN_KINDS", "StateReport", "verify_state"]
+__all__ = ["RUN_KINDS", "StateReport", "final_state", "verify_state"]
 
 RUN_KINDS = (
     "missing-input",
@@ -177,6 +177,15 @@ def _tables(read: Any, batches: list[int], workload_schema: pa.Schema | None) ->
         return pa.concat_tables(tables, promote_options="permissive"), missing
     schema = workload_schema or INPUT_SCHEMA
     return schema.append(pa.field("batch", pa.int64())).empty_table(), missing
+
+
+def final_state(run: RunDir) -> list[tuple[bytes, bytes]]:
+    """The run's final committed state, every partition, as the workload encodes it (the same
+    reader the verifier judges; chaos experiments compare it with a fault-free run's)."""
+    info = run.read_info()
+    storage = open_storage(run.checkpoint_location(info), run.s3)
+    committed = CommitLog(storage).batch_ids()
+    return [item for p in range(info.partitions) for item in _partition_state(storage, info, p, committed)]
 
 
 def _partition_state(storage: Storage, info: RunInfo, partition: int, committed: list[int]) -> list[tuple[bytes, bytes]]:

@@ -73,5 +73,10 @@ class Workload(ABC):
     def check(self, inputs: pa.Table, outputs: pa.Table, state: Iterable[tuple[bytes, bytes]]) -> list[Finding]:
         """Judge the final state. `inputs`/`outputs` carry a `batch` column; `state` is every (key, value)."""
 
+    @abstractmethod
+    def baseline_view(self, state: Iterable[tuple[bytes, bytes]]) -> dict[Any, Any]:
+        """What every valid execution's final state agrees on, whatever its attempt numbers drew:
+        a chaos run's final state is compared with a fault-free run's through this view."""
+
     def empty_output(self) -> pa.Table:
         return self.output_schema.empty_table()

@@ -16,6 +16,7 @@ bucket agrees with its state.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -112,6 +113,13 @@ class BucketCollect(Workload):
                 )
             )
         return findings
+
+    def baseline_view(self, state: Iterable[tuple[bytes, bytes]]) -> dict[Any, Any]:
+        """Record id -> how many times it is held. Which bucket holds it depends on the attempt
+        number (a retry draws other buckets), so buckets are not compared; the multiset of ids is."""
+        held = [np.frombuffer(v, dtype=">i8") for _, v in state]
+        ids, counts = np.unique(np.concatenate(held), return_counts=True) if held else (np.empty(0, np.int64), np.empty(0, np.int64))
+        return dict(zip(ids.astype(np.int64).tolist(), counts.tolist()))
 
 
 def _from(ids: list[int], batch_of: dict[int, int]) -> str:

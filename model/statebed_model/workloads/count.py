@@ -7,6 +7,7 @@ keys the batch touched with their new count and sum (update mode).
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -73,6 +74,10 @@ class Count(Workload):
             )
         findings += _check_outputs(inputs, outputs)
         return findings
+
+    def baseline_view(self, state: Iterable[tuple[bytes, bytes]]) -> dict[Any, Any]:
+        """Deterministic: every key with its (count, sum)."""
+        return {int.from_bytes(k, "big"): tuple(int(x) for x in np.frombuffer(v, dtype=">i8")) for k, v in state}
 
 
 def _oracle(inputs: pa.Table) -> dict[int, tuple[int, int]]:

@@ -1,0 +1,137 @@
+"""The job's driver as a subprocess of an experiment: start it, watch it, and leave nothing behind.
+
+Faults kill drivers, executors and workers, so the runner cannot rely on the driver to stop
+what it started. While the driver lives, every process below it (its JVM, local Python
+workers, the standalone master and workers it started, their executors) is recorded with its
+identity (start time and command line); `stop` signals exactly those that are still the
+recorded process (TERM, a grace period, then KILL), and brings the run's cluster down by its
+`cluster.json`. Nothing is found by name.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from statebed_job.cluster import StandaloneCluster
+from statebed_job.procs import IdentityMismatch, ProcessIdentity, identify, send_signal
+
+from .targets.local import LocalTargets
+
+__all__ = ["DriverExit", "DriverProcess", "descendants", "python_env"]
+
+POLL_S = 0.5
+GRACE_S = 15.0
+
+
+@dataclass
+class DriverExit:
+    pid: int
+    code: int | None  # None: still running when the deadline passed (then stopped by us)
+    start: float
+    end: float
+    timed_out: bool
+    stdout: str
+    stderr: str
+
+
+def descendants(root: int) -> list[int]:
+    """Every process below `root`, from one scan of /proc (parent pids)."""
+    parent: dict[int, list[int]] = {}
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            ppid = int((d / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        parent.setdefault(ppid, []).append(int(d.name))
+    out, todo = [], [root]
+    while todo:
+        for c in parent.get(todo.pop(), []):
+            out.append(c)
+            todo.append(c)
+    return out
+
+
+class DriverProcess:
+    """One `statebed run` subprocess, registered as target "driver" of its run directory."""
+
+    def __init__(self, cmd: list[str], env: dict[str, str], run_root: Path, log_prefix: Path) -> None:
+        self.run_root = run_root
+        log_prefix.parent.mkdir(parents=True, exist_ok=True)
+        self.stdout, self.stderr = log_prefix.with_suffix(".out"), log_prefix.with_suffix(".err")
+        self.start = time.time()
+        with open(self.stdout, "wb") as out, open(self.stderr, "wb") as err:
+            self.proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=err, stdin=subprocess.DEVNULL, start_new_session=True)
+        self.seen: dict[int, ProcessIdentity] = {}
+        self._record(self.proc.pid)
+        LocalTargets(run_root).register("driver", self.proc.pid)
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def _record(self, pid: int) -> None:
+        ident = identify(pid)
+        if ident is not None and ident.pid not in self.seen:
+            self.seen[ident.pid] = ident
+
+    def _snapshot(self) -> None:
+        for pid in descendants(self.proc.pid):
+            self._record(pid)
+
+    def wait(self, deadline: float) -> DriverExit:
+        """Until the driver exits or `deadline` (monotonic): then everything is stopped (timed out)."""
+        timed_out = False
+        while True:
+            self._snapshot()
+            try:
+                self.proc.wait(timeout=POLL_S)
+                break
+            except subprocess.TimeoutExpired:
+                if time.monotonic() >= deadline:
+                    timed_out = True
+                    self.stop()
+                    break
+        return DriverExit(
+            self.pid, None if timed_out else self.proc.returncode, self.start, time.time(), timed_out, str(self.stdout), str(self.stderr)
+        )
+
+    def stop(self) -> None:
+        """Stop the driver and everything recorded below it (TERM, grace, KILL), then the cluster."""
+        if self.proc.poll() is None:
+            self._snapshot()
+            _signal(self.seen.get(self.pid), signal.SIGTERM)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(timeout=GRACE_S)  # the driver stops its own cluster and session on SIGTERM
+        for ident in self.seen.values():
+            _signal(ident, signal.SIGCONT)  # a paused process cannot exit
+            _signal(ident, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(timeout=GRACE_S)
+        StandaloneCluster(self.run_root / "cluster").down()
+        deadline = time.monotonic() + GRACE_S
+        while time.monotonic() < deadline and any(i.alive() for i in self.seen.values()):
+            time.sleep(0.1)  # SIGKILL is delivered; waiting for the kernel to reap
+
+    def processes(self) -> list[dict[str, object]]:
+        """Every process recorded below the driver (with the driver), for the leak check."""
+        return [i.to_json() for i in self.seen.values()]
+
+
+def _signal(ident: ProcessIdentity | None, sig: int) -> None:
+    if ident is None:
+        return
+    with contextlib.suppress(IdentityMismatch, PermissionError):
+        send_signal(ident, sig)
+
+
+def python_env(extra: dict[str, str]) -> dict[str, str]:
+    """This process's environment plus `extra` (the failpoint control file, S3 settings)."""
+    return {**os.environ, **extra}

@@ -1,0 +1,310 @@
+"""The experiment file: what to run (workload, format, storage, cluster, sizes), which faults
+to inject when, and which verifiers judge it. Declarative, like a Chaos Toolkit experiment.
+
+Loading checks everything a run would trip over later (unknown keys, wrong types, unknown
+fault kinds, a fault that cannot apply to this format or cluster) and fails with one line
+naming the file and the field, before anything starts.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, NoReturn
+
+import yaml
+
+from statebed_model.native_state import NATIVE_STATE
+from statebed_model.workloads import WORKLOADS
+from statebed_store.errors import UsageError
+
+from .faults import FaultSpec, NotApplicable, Trigger, fault_class
+
+__all__ = ["VERIFIERS", "Experiment", "RandomSchedule", "check_fault", "load_experiment", "parse_experiment"]
+
+VERIFIERS = ("lineage", "state", "baseline", "attempts")
+_SIZES = ("workers", "partitions", "batches", "rows_per_batch", "keyspace", "snapshot_interval")
+
+
+@dataclass(frozen=True)
+class RandomSchedule:
+    """`schedule: {random: {count, kinds, batches: [first, last], after_s: max, for_s: [lo, hi]}}`."""
+
+    count: int
+    kinds: tuple[str, ...]
+    batches: tuple[int, int]
+    after_s: float = 0.0  # each fault waits a random 0..after_s after its batch started
+    for_s: tuple[float, float] | None = None  # duration drawn in [lo, hi]; None: the fault's own default
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "count": self.count,
+            "kinds": list(self.kinds),
+            "batches": list(self.batches),
+            "after_s": self.after_s,
+            "for_s": None if self.for_s is None else list(self.for_s),
+        }
+
+
+@dataclass
+class Experiment:
+    """One experiment; the defaults run in about a minute on a laptop (local[2], no faults)."""
+
+    name: str = "experiment"
+    workload: str = "count"
+    format: str = "v2"  # v1 | v2 | native
+    storage: str = "local"  # local | s3
+    cluster: str = "local"  # local | standalone
+    workers: int = 2
+    partitions: int = 2
+    batches: int = 4
+    rows_per_batch: int = 2000
+    keyspace: int = 200
+    snapshot_interval: int = 2
+    seed: int | None = None  # None: drawn per run (and written to the realised experiment)
+    faults: list[FaultSpec] = field(default_factory=list)
+    schedule: RandomSchedule | None = None
+    verifiers: tuple[str, ...] = VERIFIERS
+    proxy_api: str | None = None  # an existing Toxiproxy API URL; None: start ours (s3 storage)
+    timeout_s: float = 600.0  # one run (faulted or baseline), then everything is killed: unknown
+    max_driver_restarts: int = 3
+
+    def to_json(self) -> dict[str, Any]:
+        doc: dict[str, Any] = {
+            "name": self.name,
+            "workload": self.workload,
+            "format": self.format,
+            "storage": self.storage,
+            "cluster": self.cluster,
+            **{k: getattr(self, k) for k in _SIZES},
+            "seed": self.seed,
+            "faults": [_spec_json(s) for s in self.faults],
+            "verifiers": list(self.verifiers),
+            "proxy": {"api": self.proxy_api},
+            "timeout_s": self.timeout_s,
+            "max_driver_restarts": self.max_driver_restarts,
+        }
+        if self.schedule is not None:
+            doc["schedule"] = {"random": self.schedule.to_json()}
+        return doc
+
+    def to_yaml(self) -> str:
+        return yaml.safe_dump(self.to_json(), sort_keys=False, default_flow_style=None)
+
+
+def _spec_json(s: FaultSpec) -> dict[str, Any]:
+    return {"id": s.id, "kind": s.kind, "at": s.at.to_json(), "for_s": s.for_s, "params": dict(s.params)}
+
+
+def load_experiment(path: str | os.PathLike[str]) -> Experiment:
+    """Read and check an experiment file; any problem is a UsageError naming the file and field."""
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except (OSError, UnicodeDecodeError) as e:
+        raise UsageError(f"{p}: cannot read the experiment file ({getattr(e, 'strerror', None) or e})") from None
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        raise UsageError(f"{p}: not valid YAML{where} ({getattr(e, 'problem', None) or e})") from None
+    return parse_experiment(doc, str(p))
+
+
+class _Fields:
+    """Typed access to one mapping of the file; errors name the file and the dotted field."""
+
+    def __init__(self, doc: Any, file: str, where: str, known: tuple[str, ...]) -> None:
+        self.file, self.where = file, where
+        if not isinstance(doc, dict):
+            self.fail("", f"must be a mapping, got {_type(doc)}")
+        unknown = sorted(str(k) for k in doc if k not in known)
+        if unknown:
+            self.fail(unknown[0], f"unknown key (known: {', '.join(known)})")
+        self.doc: dict[str, Any] = doc
+
+    def fail(self, name: str, why: str) -> NoReturn:
+        field_ = ".".join(x for x in (self.where, name) if x) or "(top level)"
+        raise UsageError(f"{self.file}: {field_}: {why}")
+
+    def int_(self, name: str, default: int | None, lo: int = 1, optional: bool = False) -> Any:
+        v = self.doc.get(name, default)
+        if v is None and optional:
+            return None
+        if not isinstance(v, int) or isinstance(v, bool) or v < lo:
+            self.fail(name, f"must be an integer >= {lo}, got {v!r}")
+        return v
+
+    def num(self, name: str, default: float | None, optional: bool = False) -> Any:
+        v = self.doc.get(name, default)
+        if v is None and optional:
+            return None
+        if not isinstance(v, (int, float)) or isinstance(v, bool) or v < 0 or v != v or v == float("inf"):
+            self.fail(name, f"must be a number >= 0, got {v!r}")
+        return float(v)
+
+    def choice(self, name: str, default: str, choices: tuple[str, ...]) -> str:
+        v = self.doc.get(name, default)
+        if v not in choices:
+            self.fail(name, f"must be one of {', '.join(choices)}, got {v!r}")
+        return str(v)
+
+    def str_(self, name: str, default: str | None) -> Any:
+        v = self.doc.get(name, default)
+        if v is not None and (not isinstance(v, str) or not v.strip()):
+            self.fail(name, f"must be a non-empty string, got {v!r}")
+        return v
+
+    def list_(self, name: str) -> list[Any]:
+        v = self.doc.get(name, [])
+        if v is None:
+            return []
+        if not isinstance(v, list):
+            self.fail(name, f"must be a list, got {_type(v)}")
+        return v
+
+
+def _type(v: Any) -> str:
+    return "null" if v is None else type(v).__name__
+
+
+_TOP = (
+    "name",
+    "workload",
+    "format",
+    "storage",
+    "cluster",
+    *_SIZES,
+    "seed",
+    "faults",
+    "schedule",
+    "verifiers",
+    "proxy",
+    "timeout_s",
+    "max_driver_restarts",
+)
+
+
+def parse_experiment(doc: Any, file: str = "<experiment>") -> Experiment:
+    """An `Experiment` from a parsed YAML document (see `load_experiment`)."""
+    d = Experiment()
+    f = _Fields({} if doc is None else doc, file, "", _TOP)
+    exp = Experiment(
+        name=f.str_("name", d.name),
+        workload=f.choice("workload", d.workload, tuple(sorted(WORKLOADS))),
+        format=f.choice("format", d.format, ("v1", "v2", "native")),
+        storage=f.choice("storage", d.storage, ("local", "s3")),
+        cluster=f.choice("cluster", d.cluster, ("local", "standalone")),
+        **{k: f.int_(k, getattr(d, k)) for k in _SIZES},
+        seed=f.int_("seed", None, lo=0, optional=True),
+        verifiers=_verifiers(f),
+        proxy_api=_proxy(f),
+        timeout_s=f.num("timeout_s", d.timeout_s),
+        max_driver_restarts=f.int_("max_driver_restarts", d.max_driver_restarts, lo=0),
+    )
+    if exp.workers > 20:
+        f.fail("workers", f"must be 1..20, got {exp.workers}")
+    if exp.format == "native" and exp.workload not in NATIVE_STATE:
+        f.fail("workload", f"native runs support {', '.join(NATIVE_STATE)} only, got {exp.workload!r}")
+    if exp.timeout_s <= 0:
+        f.fail("timeout_s", "must be > 0")
+    exp.faults = [_fault(item, i, f) for i, item in enumerate(f.list_("faults"))]
+    exp.schedule = _schedule(f)
+    ids = [s.id for s in exp.faults]
+    dup = sorted({i for i in ids if ids.count(i) > 1})
+    if dup:
+        f.fail("faults", f"duplicate fault id {dup[0]!r}")
+    for i, spec in enumerate(exp.faults):
+        check_fault(spec, exp, f"{file}: faults[{i}]")
+    if exp.schedule is not None:
+        for kind in exp.schedule.kinds:
+            check_fault(FaultSpec("r", kind), exp, f"{file}: schedule.random.kinds")
+    return exp
+
+
+def check_fault(spec: FaultSpec, exp: Experiment, where: str) -> None:
+    """The fault kind exists and applies to this format, cluster and storage (else UsageError naming `where`)."""
+    try:
+        cls = fault_class(spec.kind)
+    except UsageError as e:
+        raise UsageError(f"{where}: kind: {e}") from None
+    except ImportError as e:
+        raise UsageError(f"{where}: kind: fault {spec.kind!r} is not available in this build ({e})") from None
+    try:
+        cls(spec).check(exp.format, exp.cluster, exp.storage)
+    except NotApplicable as e:
+        raise UsageError(f"{where}: {e}") from None
+
+
+def _verifiers(f: _Fields) -> tuple[str, ...]:
+    items = f.doc.get("verifiers", list(VERIFIERS))
+    if not isinstance(items, list) or not items:
+        f.fail("verifiers", f"must be a non-empty list of {', '.join(VERIFIERS)}, got {items!r}")
+    for v in items:
+        if v not in VERIFIERS:
+            f.fail("verifiers", f"unknown verifier {v!r} (known: {', '.join(VERIFIERS)})")
+    return tuple(dict.fromkeys(items))
+
+
+def _proxy(f: _Fields) -> str | None:
+    doc = f.doc.get("proxy")
+    if doc is None:
+        return None
+    p = _Fields(doc, f.file, "proxy", ("api",))
+    api = p.str_("api", None)
+    if api is not None and not api.startswith(("http://", "https://")):
+        p.fail("api", f"must be an http(s):// URL, got {api!r}")
+    return api  # type: ignore[no-any-return]
+
+
+def _fault(item: Any, i: int, top: _Fields) -> FaultSpec:
+    f = _Fields(item, top.file, f"faults[{i}]", ("id", "kind", "at", "for_s", "params"))
+    kind = f.str_("kind", None)
+    if kind is None:
+        f.fail("kind", "is required")
+    at = _Fields(f.doc.get("at") or {}, top.file, f"faults[{i}].at", ("batch", "after_s", "on_commit"))
+    on_commit = at.doc.get("on_commit", False)
+    if not isinstance(on_commit, bool):
+        at.fail("on_commit", f"must be true or false, got {on_commit!r}")
+    params = f.doc.get("params") or {}
+    if not isinstance(params, dict) or not all(isinstance(k, str) for k in params):
+        f.fail("params", f"must be a mapping of names to values, got {params!r}")
+    return FaultSpec(
+        id=f.str_("id", f"f{i + 1}"),
+        kind=kind,
+        at=Trigger(batch=at.int_("batch", 1, lo=0), after_s=at.num("after_s", 0.0), on_commit=on_commit),
+        for_s=f.num("for_s", None, optional=True),
+        params=dict(params),
+    )
+
+
+def _schedule(top: _Fields) -> RandomSchedule | None:
+    doc = top.doc.get("schedule")
+    if doc is None:
+        return None
+    s = _Fields(doc, top.file, "schedule", ("random",))
+    r = _Fields(s.doc.get("random"), top.file, "schedule.random", ("count", "kinds", "batches", "after_s", "for_s"))
+    kinds = r.list_("kinds")
+    if not kinds or not all(isinstance(k, str) for k in kinds):
+        r.fail("kinds", f"must be a non-empty list of fault kinds, got {kinds!r}")
+    batches = r.doc.get("batches", [1, 1])
+    if not (isinstance(batches, list) and len(batches) == 2 and all(isinstance(b, int) and not isinstance(b, bool) for b in batches)):
+        r.fail("batches", f"must be [first, last] batch ids, got {batches!r}")
+    if not 0 <= batches[0] <= batches[1]:
+        r.fail("batches", f"must be 0 <= first <= last, got {batches!r}")
+    for_s = r.doc.get("for_s")
+    if for_s is not None and not (
+        isinstance(for_s, list) and len(for_s) == 2 and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in for_s)
+    ):
+        r.fail("for_s", f"must be [min, max] seconds, got {for_s!r}")
+    if for_s is not None and not 0 <= for_s[0] <= for_s[1]:
+        r.fail("for_s", f"must be 0 <= min <= max, got {for_s!r}")
+    return RandomSchedule(
+        count=r.int_("count", None),
+        kinds=tuple(kinds),
+        batches=(batches[0], batches[1]),
+        after_s=r.num("after_s", 0.0),
+        for_s=None if for_s is None else (float(for_s[0]), float(for_s[1])),
+    )

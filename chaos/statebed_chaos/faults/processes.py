@@ -1,0 +1,165 @@
+"""What the process faults share: which executor or Python worker runs a state task of a
+batch, signalling a JVM together with its Python workers (every signal identity-checked by
+`targets`), failpoint terms that compose with other faults' terms on the same point, and
+reading back what the nemesis recorded of an injection.
+"""
+
+from __future__ import annotations
+
+import importlib
+import signal
+from typing import Any
+
+from statebed_model.attempts import AttemptRecord, read_attempts
+from statebed_model.eventlog import EventLog
+from statebed_store.errors import CheckpointFileError, StatebedError
+from statebed_store.failpoint_control import Control
+from statebed_store.failpoints import parse_spec
+
+from ..targets import IdentityMismatch, Target
+from .base import FaultContext, FaultSpec
+
+# The job registers its failpoints (task.*, driver.*) at import: arming them here needs them known.
+for _module in ("statebed_job.driver", "statebed_job.task"):
+    importlib.import_module(_module)
+
+__all__ = [
+    "NoTarget",
+    "add_term",
+    "brief",
+    "choose_executor",
+    "event_log_or_none",
+    "injection",
+    "remove_term",
+    "running_attempts",
+    "signal_tree",
+    "task_is",
+    "tree_of",
+]
+
+
+class NoTarget(StatebedError):
+    """Nothing to inject into: the process the fault aims at is not running."""
+
+
+def brief(target: Target) -> dict[str, Any]:
+    """A target as a history fact: enough to re-identify it, without its long command line."""
+    return {"kind": target.kind, "name": target.name, "host": target.host, "pid": target.pid, "start_time": target.identity.start_time}
+
+
+def running_attempts(ctx: FaultContext, batch: int, partition: int | None = None) -> list[AttemptRecord]:
+    """Statebed task attempts of `batch` that have started and not ended (outcome "info")."""
+    return [a for a in read_attempts(ctx.run.root) if a.batch == batch and a.outcome == "info" and partition in (None, a.partition)]
+
+
+def choose_executor(ctx: FaultContext, spec: FaultSpec, wait_s: float, *, straggler: bool = False) -> tuple[Target, dict[str, Any]]:
+    """An executor running a state task of the trigger batch (waiting up to `wait_s` for one to
+    show in the attempt records), else a seeded choice among the live executors. `straggler`:
+    only a task another partition of the batch has already finished beside, the moment Spark
+    can speculate (with no finished task in the stage it launches no copy)."""
+    batch = spec.at.batch
+
+    def busy() -> tuple[Target, AttemptRecord] | None:
+        executors = {e.host: e for e in ctx.targets.find("executor")}
+        records = read_attempts(ctx.run.root)
+        done = {a.partition for a in records if a.batch == batch and a.outcome == "ok"}
+        hits = [a for a in records if a.batch == batch and a.outcome == "info" and a.host in executors]
+        hits = sorted((a for a in hits if not straggler or done - {a.partition}), key=lambda a: (a.partition, a.attempt))
+        if not hits:
+            return None
+        a = ctx.rng(spec.id).choice(hits)
+        return executors[a.host], a
+
+    found = ctx.wait(busy, wait_s) if wait_s > 0 else busy()
+    if found is not None:
+        target, a = found
+        how = "straggler" if straggler else "running-attempt"
+        return target, {"chosen_by": how, "batch": a.batch, "partition": a.partition, "attempt": a.attempt}
+    executors = sorted(ctx.targets.find("executor"), key=lambda t: t.name)
+    if not executors:
+        raise NoTarget(f"{spec.kind} {spec.id}: no executor is running")
+    return ctx.rng(spec.id).choice(executors), {"chosen_by": "seed"}
+
+
+def tree_of(ctx: FaultContext, jvm: Target) -> list[Target]:
+    """A JVM and its Python workers (daemon and forked workers), found while the JVM is their parent."""
+    return [jvm, *ctx.targets.find("python-worker", jvm_pid=str(jvm.pid))]
+
+
+def signal_tree(ctx: FaultContext, tree: list[Target], sig: int) -> list[dict[str, Any]]:
+    """Send `sig` to the first target (raises IdentityMismatch when it is gone) and then to the
+    rest that are still there (a Python worker may exit with its JVM); returns who got it."""
+    head, *rest = tree
+    ctx.targets.kill(head, sig)
+    done = [brief(head)]
+    for t in rest:
+        try:
+            ctx.targets.kill(t, sig)
+        except IdentityMismatch:
+            continue
+        done.append(brief(t))
+    return done
+
+
+def resume_all(ctx: FaultContext, tree: list[Target]) -> list[int]:
+    """SIGCONT every target still alive (idempotent: a resumed process ignores it); returns the PIDs."""
+    out = []
+    for t in tree:
+        try:
+            ctx.targets.kill(t, signal.SIGCONT)
+        except IdentityMismatch:
+            continue
+        out.append(t.pid)
+    return out
+
+
+def _canonical_term(point: str, term: str) -> str:
+    return "->".join(t.describe() for t in parse_spec(f"{point}={term}")[point])
+
+
+def add_term(control: Control, point: str, term: str) -> str:
+    """Arm `term` on `point` after the terms already there (other faults' filtered terms keep
+    working: a term whose filter does not match passes to the next); returns it canonical."""
+    mine = _canonical_term(point, term)
+    current = [t for t in str(control.read()["points"].get(point, "")).split("->") if t and t != mine]
+    control.arm(f"{point}={'->'.join([*current, mine])}")
+    return mine
+
+
+def remove_term(control: Control, point: str, term: str) -> None:
+    """Disarm one term armed by `add_term`, leaving the point's other terms armed."""
+    current = str(control.read()["points"].get(point, ""))
+    if not current:
+        return
+    kept = [t for t in current.split("->") if t != term]
+    if len(kept) == len(current.split("->")):
+        return
+    if kept:
+        control.arm(f"{point}={'->'.join(kept)}")
+    else:
+        control.disarm(point)
+
+
+def injection(ctx: FaultContext, spec: FaultSpec) -> tuple[str, dict[str, Any]] | None:
+    """The nemesis's record of this fault's inject (history op type "fault", its id, phase
+    "inject", the facts inject returned): (outcome, facts); None when the history has none."""
+    ops = [op for op in ctx.history.ops("fault") if op.fields.get("id") == spec.id and op.fields.get("phase", "inject") == "inject"]
+    if not ops:
+        return None
+    ok = [op for op in ops if op.outcome == "ok"]
+    op = (ok or ops)[0]
+    facts = op.fields.get("facts")
+    return op.outcome, facts if isinstance(facts, dict) else {}
+
+
+def task_is(task: Any, want: dict[str, int]) -> bool:
+    """A firing record's task context has every key of `want` equal."""
+    return isinstance(task, dict) and all(task.get(k) == v for k, v in want.items())
+
+
+def event_log_or_none(ctx: FaultContext) -> EventLog | None:
+    """Spark's event log of the run, or None when there is none to read (missing or unreadable)."""
+    try:
+        return ctx.event_log()
+    except CheckpointFileError:
+        return None

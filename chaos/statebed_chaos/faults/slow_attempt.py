@@ -1,0 +1,85 @@
+"""slow-attempt: attempt 0 of one state task of the trigger batch stays alive but slow, after
+its store commit (`when: after`, point `task.commit.after`) or after loading its state,
+before applying the batch (`when: before`, point `task.load.after`). The `--slow-task`
+test hook as a fault: with speculation on (standalone), Spark launches a copy that commits
+the same version too.
+
+Armed in `prepare` on the run's failpoint control as `[batch=B,partition=P,attempt=0]1*delay(ms)`.
+Proven by that failpoint's firing record carrying the task context; a speculative attempt
+of that partition in the event log is reported (information, not required).
+
+params: partition (default 0), ms (default 8000), when: after | before (default after).
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from statebed_store.errors import UsageError
+
+from .base import Evidence, Fault, FaultContext, FaultSpec
+from .processes import add_term, event_log_or_none, remove_term, task_is
+
+__all__ = ["FAULT", "SlowAttempt"]
+
+POINTS = {"after": "task.commit.after", "before": "task.load.after"}
+
+
+class SlowAttempt(Fault):
+    kind: ClassVar[str] = "slow-attempt"
+    description: ClassVar[str] = "attempt 0 of one state task stays alive but slow, after (or before) its commit"
+    modes: ClassVar[frozenset[str]] = frozenset({"v1", "v2"})  # the task failpoints are statebed's
+
+    def __init__(self, spec: FaultSpec) -> None:
+        super().__init__(spec)
+        p = spec.params
+        when = str(p.get("when", "after"))
+        if when not in POINTS:
+            raise UsageError(f"fault {spec.id} ({spec.kind}): when must be after or before, got {when!r}")
+        self.point = POINTS[when]
+        self.partition, self.ms = int(p.get("partition", 0)), int(p.get("ms", 8000))
+        if self.partition < 0 or self.ms <= 0:
+            raise UsageError(f"fault {spec.id} ({spec.kind}): partition must be >= 0 and ms > 0")
+        self.term = f"[batch={spec.at.batch},partition={self.partition},attempt=0]1*delay({self.ms})"
+        self._armed: str | None = None
+
+    def prepare(self, ctx: FaultContext) -> None:
+        self._armed = add_term(ctx.control, self.point, self.term)
+
+    def inject(self, ctx: FaultContext) -> dict[str, Any]:
+        return {"failpoint": self.point, "armed": self._armed or self.term}  # armed from the start; nothing to do now
+
+    def heal(self, ctx: FaultContext) -> None:
+        if self._armed is not None:
+            remove_term(ctx.control, self.point, self._armed)
+            self._armed = None
+
+    def evidence(self, ctx: FaultContext) -> Evidence:
+        if not ctx.control.path.exists():
+            return Evidence(None, f"the run has no failpoint control file ({ctx.control.path}): cannot tell")
+        want = {"batch": self.spec.at.batch, "partition": self.partition, "attempt": 0}
+        fired = [f for f in ctx.firings(self.point) if str(f.get("action", "")).startswith("delay") and task_is(f.get("task"), want)]
+        if not fired:
+            return Evidence(False, f"{self.point} never delayed attempt 0 of batch {want['batch']} partition {self.partition}")
+        proof: list[dict[str, Any]] = [{"firing": fired[0]}]
+        log = event_log_or_none(ctx)
+        copies = (
+            []
+            if log is None
+            else [
+                {"task_id": t.task_id, "attempt": t.attempt, "executor": t.executor, "outcome": t.outcome}
+                for t in log.tasks
+                if t.speculative and t.batch == want["batch"] and t.index == self.partition
+            ]
+        )
+        if copies:
+            proof.append({"speculative_copies": copies})
+        return Evidence(
+            True,
+            f"{self.point} delayed attempt 0 of batch {want['batch']} partition {self.partition} by {self.ms} ms "
+            f"(pid {fired[0].get('pid')} on {fired[0].get('host')}); {len(copies)} speculative cop(ies)",
+            proof,
+        )
+
+
+FAULT = SlowAttempt

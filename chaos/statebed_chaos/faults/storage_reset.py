@@ -1,0 +1,19 @@
+"""`storage-reset`: connections to S3 are aborted with a TCP RST after `timeout` ms, 0: at once (params: timeout, stream, toxicity)."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from .toxic_fault import ToxicFault
+
+__all__ = ["FAULT"]
+
+
+class StorageReset(ToxicFault):
+    kind = "storage-reset"
+    description = "connections to S3 are aborted with a TCP RST after timeout ms, 0: at once (params: timeout, stream, toxicity)"
+    toxic_type = "reset_peer"
+    defaults: ClassVar[dict[str, int]] = {"timeout": 0}
+
+
+FAULT = StorageReset

@@ -1,0 +1,267 @@
+"""The chaos matrix: run every cell (fault kind × workload × format × seed) as an experiment,
+then judge the whole: every statebed V2 cell must be valid, and the V1 positive control must
+be caught (a V1 cell on a nondeterministic workload found invalid: if V1 never fails, the
+faults are too weak and a V2 "valid" proves nothing). Native Spark cells are reported, and
+count against the verdict only when asked (`strict_native`).
+
+A cell whose run crashed is `unknown`, never valid. Each cell runs in `<out>/<cell>/` from
+the `experiment.yaml` written there, so `statebed chaos run <out>/<cell>/experiment.yaml
+--seed S` replays it; the directories of valid cells are removed at the end unless `keep`.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from .baseline import baseline_key
+from .experiment import Experiment, load_experiment
+from .matrix_presets import FORMATS, NONDETERMINISTIC, Cell, Skipped
+from .runner import ExperimentResult, run_experiment
+from .verify import Verdict
+
+__all__ = ["CellRun", "MatrixResult", "RunCell", "run_experiment_cell", "run_matrix"]
+
+EXIT_OK, EXIT_FAILED, EXIT_INTERRUPTED = 0, 1, 130
+
+
+# (experiment, seed, out_dir, shared baselines cache) -> result; tests pass a stand-in
+RunCell = Callable[[Experiment, int, Path, dict[Any, Any]], ExperimentResult]
+
+
+def run_experiment_cell(exp: Experiment, seed: int, out_dir: Path, baselines: dict[Any, Any]) -> ExperimentResult:
+    """The real cell: the experiment runner (fault-free baseline, faulted run, verifiers)."""
+    return run_experiment(exp, seed=seed, out_dir=out_dir, progress=True, baselines=baselines)  # its phases on stderr
+
+
+@dataclass
+class CellRun:
+    """One cell's outcome, as the matrix reports it."""
+
+    cell: Cell
+    valid: Verdict
+    anomalies: list[dict[str, Any]]
+    faults_fired: int
+    baseline_equal: bool | None
+    run_dir: str | None  # None once removed (a valid cell without --keep)
+    seconds: float
+    cell_dir: Path  # <out>/<cell>: experiment.yaml and everything the runner wrote
+    reasons: list[str] = field(default_factory=list)  # the runner's: why not valid (or why unknown)
+
+    @property
+    def reproduce(self) -> str:
+        return f"statebed chaos run {self.cell_dir / 'experiment.yaml'} --seed {self.cell.seed}"
+
+    def to_json(self) -> dict[str, Any]:
+        c = self.cell
+        return {
+            "fault": c.fault,
+            "workload": c.workload,
+            "format": c.format,
+            "seed": c.seed,
+            "valid": self.valid,
+            "anomalies": self.anomalies,
+            "faults_fired": self.faults_fired,
+            "baseline_equal": self.baseline_equal,
+            "run_dir": self.run_dir,
+        }
+
+
+@dataclass
+class MatrixResult:
+    """Every cell run (in order), the inapplicable combinations, and the verdict rules."""
+
+    preset: str
+    runs: list[CellRun]
+    skipped: list[Skipped]
+    seconds: float
+    strict_native: bool = False
+    interrupted: str | None = None  # the cell that was running when Ctrl-C came
+    notes: list[str] = field(default_factory=list)
+
+    def of(self, fmt: str) -> list[CellRun]:
+        return [r for r in self.runs if r.cell.format == fmt]
+
+    def v1_controls(self) -> list[CellRun]:
+        """V1 cells whose workload makes V1's anomalies visible (random choices per attempt)."""
+        return [r for r in self.of("v1") if r.cell.workload in NONDETERMINISTIC]
+
+    @property
+    def v2_all_valid(self) -> bool:
+        return all(r.valid is True for r in self.of("v2"))
+
+    @property
+    def v1_caught(self) -> bool | None:
+        """None: no V1 control cell was run (a narrowed selection), so nothing to catch."""
+        controls = self.v1_controls()
+        return None if not controls else any(r.valid is False for r in controls)
+
+    @property
+    def native_ok(self) -> bool:
+        return all(r.valid is True for r in self.of("native"))
+
+    @property
+    def exit_code(self) -> int:
+        if self.interrupted is not None:
+            return EXIT_INTERRUPTED
+        ok = self.v2_all_valid and self.v1_caught is not False and (self.native_ok or not self.strict_native)
+        return EXIT_OK if ok else EXIT_FAILED
+
+    def failing(self) -> list[CellRun]:
+        """Cells not valid: their directories are kept and their commands printed."""
+        return [r for r in self.runs if r.valid is not True]
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "preset": self.preset,
+            **_counts(self.runs, total="cells"),
+            "v2_all_valid": self.v2_all_valid,
+            "v1_caught": self.v1_caught,
+            "v1_controls": len(self.v1_controls()),
+            "native": _counts(self.of("native"), total="cells"),
+            "strict_native": self.strict_native,
+            "seconds": round(self.seconds, 1),
+            "skipped": [s.to_json() for s in self.skipped],
+            "failing": [{"cell": r.cell.name, "valid": r.valid, "reasons": r.reasons, "reproduce": r.reproduce} for r in self.failing()],
+            "interrupted": self.interrupted,
+            "notes": self.notes,
+            "exit_code": self.exit_code,
+        }
+
+    def to_json(self) -> dict[str, Any]:
+        return {"runs": [r.to_json() for r in self.runs], "summary": self.summary()}
+
+
+def _counts(runs: Iterable[CellRun], *, total: str) -> dict[str, int]:
+    n = Counter(_label(r.valid) for r in runs)
+    return {total: sum(n.values()), "valid": n["valid"], "invalid": n["invalid"], "unknown": n["unknown"]}
+
+
+def _label(v: Verdict) -> str:
+    return "valid" if v is True else "invalid" if v is False else "unknown"
+
+
+def run_matrix(
+    cells: list[Cell],
+    skipped: list[Skipped],
+    out: Path,
+    *,
+    preset: str,
+    run_cell: RunCell = run_experiment_cell,
+    keep: bool = False,
+    strict_native: bool = False,
+    log: TextIO = sys.stderr,
+) -> MatrixResult:
+    """Run `cells` one after another under `out`; one baselines cache for all of them.
+
+    Ctrl-C stops at the running cell (the runner stops its processes) and returns a result
+    marked interrupted; the directories of valid cells are removed at the end unless `keep`."""
+    started = time.monotonic()
+    result = MatrixResult(preset, [], skipped, 0.0, strict_native)
+    baselines: dict[Any, Any] = {}
+    try:
+        for i, cell in enumerate(cells, 1):
+            tag = f"[{i}/{len(cells)}] {cell.fault}/{cell.workload}/{cell.format} seed {cell.seed}"
+            print(f"{tag}: running ({cell.experiment.cluster} cluster, {cell.experiment.storage} storage)", file=log, flush=True)
+            try:
+                run = _run_one(cell, out / cell.name, run_cell, baselines)
+            except KeyboardInterrupt:
+                result.interrupted = cell.name
+                print(f"{tag}: interrupted; its directory is kept: {out / cell.name}", file=log, flush=True)
+                break
+            result.runs.append(run)
+            print(f"{tag}: {_describe(run)}", file=log, flush=True)
+    finally:
+        if not keep:
+            _remove_valid(result, baselines)
+        result.seconds = time.monotonic() - started
+    return result
+
+
+def _run_one(cell: Cell, cell_dir: Path, run_cell: RunCell, baselines: dict[Any, Any]) -> CellRun:
+    """Write the cell's experiment file, run what it says; a crash is an unknown cell."""
+    started = time.monotonic()
+    path = cell_dir / "experiment.yaml"
+    try:
+        cell_dir.mkdir(parents=True, exist_ok=False)
+        path.write_text(cell.experiment.to_yaml())
+        res = run_cell(load_experiment(path), cell.seed, cell_dir, baselines)  # the file, as a replay reads it
+    except Exception as e:  # the harness crashed in this cell: it proves nothing either way
+        crash = {"kind": "harness-error", "detail": f"{type(e).__name__}: {e}"}
+        return CellRun(cell, "unknown", [crash], 0, None, str(cell_dir), time.monotonic() - started, cell_dir, [crash["detail"]])
+    valid: Verdict = res.valid if isinstance(res.valid, bool) else "unknown"
+    return CellRun(
+        cell,
+        valid,
+        list(res.anomalies),
+        int(res.faults_fired),
+        res.baseline_equal,
+        str(res.run_dir),
+        time.monotonic() - started,
+        cell_dir,
+        list(res.reasons),
+    )
+
+
+def _describe(run: CellRun) -> str:
+    kinds = Counter(str(a.get("kind", "?")) for a in run.anomalies)
+    what = ", ".join(f"{k} x{n}" if n > 1 else k for k, n in sorted(kinds.items())) or "none"
+    baseline = {True: "equal to baseline", False: "differs from baseline", None: "no baseline comparison"}[run.baseline_equal]
+    why = "".join(f"; because {r}" for r in run.reasons[:3])
+    return f"{_label(run.valid).upper()}: anomalies {what}; faults fired {run.faults_fired}; {baseline}; {run.seconds:.1f} s{why}"
+
+
+def _remove_valid(result: MatrixResult, baselines: dict[Any, Any]) -> None:
+    """Remove valid cells' directories, except one holding the baseline a kept cell was compared with."""
+    used = [baselines[k].run_dir for r in result.failing() if (k := baseline_key(r.cell.experiment, r.cell.seed)) in baselines]
+    for r in result.runs:
+        if r.valid is not True or r.run_dir is None:
+            continue
+        holds = [b for b in used if Path(b).absolute().is_relative_to(r.cell_dir.absolute())]
+        if holds:
+            result.notes.append(f"kept {r.cell_dir}: it holds the baseline {holds[0]} of a cell that is not valid")
+            continue
+        shutil.rmtree(r.cell_dir, ignore_errors=True)
+        r.run_dir = None
+
+
+def render_table(result: MatrixResult) -> str:
+    """fault × workload rows, one column per format: valid/invalid/unknown counts, n/a when skipped."""
+    rows: dict[tuple[str, str], dict[str, str]] = {}
+    for r in result.runs:
+        rows.setdefault((r.cell.fault, r.cell.workload), {})
+    for s in result.skipped:
+        rows.setdefault((s.fault, s.workload), {})[s.format] = "n/a"
+    for (fault, workload), cols in rows.items():
+        for fmt in FORMATS:
+            mine = [r for r in result.runs if (r.cell.fault, r.cell.workload, r.cell.format) == (fault, workload, fmt)]
+            if mine:
+                c = _counts(mine, total="n")
+                cols[fmt] = f"{c['valid']}/{c['invalid']}/{c['unknown']}"
+    width = max([len(f) for f, _ in rows] + [5])
+    lines = [f"{'fault':<{width}}  {'workload':<14}  " + "  ".join(f"{m:<10}" for m in FORMATS) + "  (valid/invalid/unknown)"]
+    for (fault, workload), cols in rows.items():
+        lines.append(f"{fault:<{width}}  {workload:<14}  " + "  ".join(f"{cols.get(m, '-'):<10}" for m in FORMATS))
+    return "\n".join(line.rstrip() for line in lines)
+
+
+def render_verdict(result: MatrixResult) -> str:
+    """One line: PASS/FAIL and why, the counts, the V1 control, native."""
+    s = result.summary()
+    v2 = _counts(result.of("v2"), total="cells")
+    caught = {True: "caught", False: "NOT caught", None: "not in this selection"}[result.v1_caught]
+    n = s["native"]
+    verdict = "INTERRUPTED" if result.interrupted else "PASS" if result.exit_code == EXIT_OK else "FAIL"
+    return (
+        f"matrix {result.preset}: {verdict} — {s['cells']} cells ({s['valid']} valid, {s['invalid']} invalid, {s['unknown']} unknown) "
+        f"in {s['seconds']:.0f} s; statebed V2 {v2['valid']}/{v2['cells']} valid; V1 positive control {caught} "
+        f"({sum(r.valid is False for r in result.v1_controls())} of {len(result.v1_controls())} nondeterministic V1 cells invalid); "
+        f"native {n['valid']}/{n['cells']} valid{' (strict)' if result.strict_native else ' (reported only)'}; "
+        f"{len(result.skipped)} combination(s) not applicable"
+    )

@@ -1,0 +1,209 @@
+"""The matrix's presets: which cells (fault kind × workload × format × seed) `--quick` and
+`--full` run, and how each cell becomes an `Experiment`.
+
+One table (`FAULTS`) says how each fault kind is scheduled in a matrix cell (trigger batch,
+duration, params, cluster), so both presets and any `--faults` selection build a kind's
+cell the same way. A cell a fault cannot apply to (a statebed failpoint on native Spark, a
+network fault without S3, a workload native mode cannot read) is not run: it is listed as
+skipped with the fault's own reason, never counted as valid.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from statebed_model.native_state import NATIVE_STATE
+from statebed_model.workloads import WORKLOADS
+from statebed_store.errors import UsageError
+
+from .experiment import Experiment
+from .faults import KINDS, FaultSpec, NotApplicable, Trigger, fault_class
+
+__all__ = ["FAULTS", "FORMATS", "PRESETS", "Cell", "FaultPlan", "Preset", "Skipped", "plan_cells"]
+
+FORMATS = ("v1", "v2", "native")
+# the workloads whose V1 anomalies show: a random choice per attempt (the seed appendix's cases)
+NONDETERMINISTIC = frozenset({"bucket-collect", "sample3"})
+# restart-driver in statebed modes: each seed kills the driver at the next protocol step
+_DRIVER_STEPS = ("after-task-commits", "before-commit-log", "after-commit-log", "before-spark-commit")
+
+
+@dataclass(frozen=True)
+class FaultPlan:
+    """How one fault kind is scheduled in a cell: trigger batch, duration, params, cluster."""
+
+    batch: int = 2
+    for_s: float | None = None
+    params: Callable[[str, int], dict[str, Any]] = lambda _format, _seed: {}  # (format, seed) -> params
+    cluster: str | None = None  # None: standalone when the fault needs it, else the preset's
+    sizes: dict[str, int] = field(default_factory=dict)  # overrides of the preset's sizes for this fault
+
+    def spec(self, kind: str, fmt: str, seed: int) -> FaultSpec:
+        return FaultSpec(id="f1", kind=kind, at=Trigger(batch=self.batch), for_s=self.for_s, params=self.params(fmt, seed))
+
+
+def _restart_params(fmt: str, seed: int) -> dict[str, Any]:
+    return {"step": "at-trigger"} if fmt == "native" else {"step": _DRIVER_STEPS[seed % len(_DRIVER_STEPS)]}
+
+
+FAULTS: dict[str, FaultPlan] = {
+    "kill-executor": FaultPlan(),
+    "pause-executor": FaultPlan(for_s=8.0),
+    "slow-attempt": FaultPlan(cluster="standalone"),  # speculation: the slow attempt's copy commits too
+    "kill-python-worker": FaultPlan(cluster="standalone"),  # the killed attempt is retried (local[2] never retries)
+    "restart-driver": FaultPlan(params=_restart_params),
+    "delay-snapshot-upload": FaultPlan(),
+    "drop-snapshot-upload": FaultPlan(),
+    "fail-changelog-upload": FaultPlan(cluster="standalone"),  # likewise
+    # No snapshot after the zombie's version: every later load replays its changelog by name
+    # (a V1 snapshot of the winner's state taken next would hide the overwrite from readers).
+    "zombie-upload": FaultPlan(sizes={"snapshot_interval": 100}),
+    "storage-latency": FaultPlan(for_s=5.0),
+    "storage-jitter": FaultPlan(for_s=5.0),
+    "storage-bandwidth": FaultPlan(for_s=5.0),
+    "storage-outage": FaultPlan(for_s=3.0),
+    "storage-reset": FaultPlan(for_s=3.0),
+}
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One matrix cell: a fault kind on a workload and format, with one seed, as an experiment."""
+
+    fault: str
+    workload: str
+    format: str
+    seed: int
+    experiment: Experiment = field(compare=False)
+
+    @property
+    def name(self) -> str:
+        return f"{self.fault}-{self.workload}-{self.format}-s{self.seed}"
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """A (fault, workload, format) the fault cannot apply to, with its reason."""
+
+    fault: str
+    workload: str
+    format: str
+    reason: str
+
+    def to_json(self) -> dict[str, str]:
+        return {"fault": self.fault, "workload": self.workload, "format": self.format, "reason": self.reason}
+
+
+@dataclass(frozen=True)
+class Preset:
+    """Named cells: `combos` lists (fault, workload, format); every combo runs with every seed."""
+
+    name: str
+    combos: tuple[tuple[str, str, str], ...]
+    seeds: int  # default --seeds
+    base: Experiment  # sizes, cluster and storage of every cell (a fault's plan may change cluster/storage)
+
+
+def _product(faults: Sequence[str], workloads: Sequence[str], formats: Sequence[str]) -> tuple[tuple[str, str, str], ...]:
+    return tuple((f, w, m) for f in faults for w in workloads for m in formats)
+
+
+PRESETS: dict[str, Preset] = {
+    # inside `make test`: four small cells, seven Spark runs (three shared baselines)
+    "quick": Preset(
+        name="quick",
+        combos=(
+            ("zombie-upload", "sample3", "v1"),  # the V1 positive control
+            ("zombie-upload", "sample3", "v2"),
+            ("restart-driver", "sample3", "v2"),
+            ("fail-changelog-upload", "bucket-collect", "v2"),
+        ),
+        seeds=1,
+        base=Experiment(cluster="local", batches=4, rows_per_batch=2000, keyspace=200, partitions=2, workers=2, timeout_s=300.0),
+    ),
+    # nightly: every fault kind × every workload × v1 / v2 / native
+    "full": Preset(
+        name="full",
+        combos=_product(tuple(FAULTS), ("count", "bucket-collect", "sample3"), FORMATS),
+        seeds=12,
+        base=Experiment(cluster="local", batches=6, rows_per_batch=2000, keyspace=200, partitions=2, workers=2, timeout_s=600.0),
+    ),
+}
+
+
+def plan_cells(
+    preset: Preset,
+    seeds: int,
+    *,
+    faults: Sequence[str] | None = None,
+    workloads: Sequence[str] | None = None,
+    formats: Sequence[str] | None = None,
+) -> tuple[list[Cell], list[Skipped]]:
+    """The preset's cells (narrowed by the filters) for seeds 1..`seeds`, and the inapplicable ones.
+
+    A filter value that is not a known name, or that selects nothing in the preset, is a
+    UsageError naming the flag and the value."""
+    combos = [
+        c
+        for c in preset.combos
+        if (faults is None or c[0] in faults) and (workloads is None or c[1] in workloads) and (formats is None or c[2] in formats)
+    ]
+    for flag, values, known, i in (
+        ("--faults", faults, KINDS, 0),
+        ("--workloads", workloads, WORKLOADS, 1),
+        ("--formats", formats, FORMATS, 2),
+    ):
+        for v in values or ():
+            if v not in known:
+                raise UsageError(f"{flag}: unknown name {v!r} (known: {', '.join(sorted(known))})")
+            if not any(c[i] == v for c in combos):
+                raise UsageError(f"{flag}: {v!r} selects no cell of the {preset.name} preset with the other filters")
+    cells: list[Cell] = []
+    skipped: list[Skipped] = []
+    for fault, workload, fmt in combos:
+        exps = [_experiment(preset, fault, workload, fmt, seed) for seed in range(1, seeds + 1)]
+        reason = _not_applicable(exps[0])
+        if reason is not None:
+            skipped.append(Skipped(fault, workload, fmt, reason))
+            continue
+        cells += [Cell(fault, workload, fmt, e.seed or 0, e) for e in exps]
+    return cells, skipped
+
+
+def _experiment(preset: Preset, kind: str, workload: str, fmt: str, seed: int) -> Experiment:
+    plan = FAULTS[kind]
+    cls = _fault_class(kind)
+    cluster = plan.cluster or ("standalone" if "standalone" in cls.needs else preset.base.cluster)
+    storage = "s3" if "s3-proxy" in cls.needs else preset.base.storage
+    return replace(
+        preset.base,
+        name=f"{kind}-{workload}-{fmt}",
+        workload=workload,
+        format=fmt,
+        cluster=cluster,
+        storage=storage,
+        seed=seed,
+        faults=[plan.spec(kind, fmt, seed)],
+        **plan.sizes,  # type: ignore[arg-type]
+    )
+
+
+def _fault_class(kind: str) -> Any:
+    try:
+        return fault_class(kind)
+    except ImportError as e:  # a catalogue entry whose module is not in this build
+        raise UsageError(f"fault {kind!r} is not available in this build ({e})") from None
+
+
+def _not_applicable(exp: Experiment) -> str | None:
+    """Why this cell cannot run (None: it can)."""
+    if exp.format == "native" and exp.workload not in NATIVE_STATE:
+        return f"native runs support {', '.join(NATIVE_STATE)} only (no state reader for {exp.workload})"
+    spec = exp.faults[0]
+    try:
+        _fault_class(spec.kind)(spec).check(exp.format, exp.cluster, exp.storage)
+    except NotApplicable as e:
+        return str(e)
+    return None

@@ -1,0 +1,142 @@
+"""One proxy: a loopback listener that forwards each accepted connection to its upstream as a `Link`."""
+
+from __future__ import annotations
+
+import ipaddress
+import random
+import socket
+import threading
+from typing import Any
+
+from .link import Link
+from .record import Recorder
+from .toxics import ToxicSet
+
+__all__ = ["MAX_CONNECTIONS", "ListenError", "Proxy", "check_listen", "split_address"]
+
+MAX_CONNECTIONS = 256  # per proxy; more are refused (closed at once): bounded threads
+CONNECT_TIMEOUT_S = 5.0
+
+
+class ListenError(ValueError):
+    """A listen or upstream address the proxy refuses (status 400), or cannot bind (500)."""
+
+    def __init__(self, message: str, status: int = 400) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def split_address(addr: object, what: str) -> tuple[str, int]:
+    if not isinstance(addr, str) or ":" not in addr:
+        raise ListenError(f"{what} must be host:port, got {addr!r}")
+    host, _, port = addr.rpartition(":")
+    if not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ListenError(f"{what} {addr!r}: bad port")
+    return host.strip("[]"), int(port)
+
+
+def check_listen(addr: object) -> tuple[str, int]:
+    """Only loopback listen addresses: the test-bed never opens a port beyond this machine."""
+    host, port = split_address(addr, "listen")
+    if host == "localhost":
+        return "127.0.0.1", port
+    try:
+        if ipaddress.ip_address(host).is_loopback:
+            return host, port
+    except ValueError:
+        pass
+    raise ListenError(f"listen {addr!r} refused: only loopback addresses (127.0.0.0/8, ::1, localhost)")
+
+
+class Proxy:
+    """A named proxy; `start` binds and accepts, `stop` closes the listener and every connection."""
+
+    def __init__(self, name: str, listen: str, upstream: str, recorder: Recorder, rng: random.Random) -> None:
+        self.name, self.listen, self.upstream = name, listen, upstream
+        self.toxics = ToxicSet()
+        self.enabled = False
+        self._recorder, self._rng = recorder, rng
+        self._lock = threading.Lock()
+        self._links: set[Link] = set()
+        self._sock: socket.socket | None = None
+        self._next_id = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "listen": self.listen,
+            "upstream": self.upstream,
+            "enabled": self.enabled,
+            "toxics": [t.to_json() for t in self.toxics.all()],
+        }
+
+    def start(self) -> None:
+        if self.enabled:
+            return
+        host, port = check_listen(self.listen)
+        split_address(self.upstream, "upstream")
+        sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError as e:
+            sock.close()
+            raise ListenError(f"listen {self.listen}: {e.strerror}", 500) from None
+        sock.listen(64)
+        bound = sock.getsockname()
+        self.listen = f"[{bound[0]}]:{bound[1]}" if ":" in bound[0] else f"{bound[0]}:{bound[1]}"
+        self._sock, self.enabled = sock, True
+        threading.Thread(target=self._accept, args=(sock,), name=f"proxy-{self.name}-accept", daemon=True).start()
+
+    def stop(self) -> None:
+        """Stop listening and drop every connection (Toxiproxy's disable)."""
+        with self._lock:
+            sock, self._sock, self.enabled = self._sock, None, False
+            links = list(self._links)
+        if sock is not None:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            sock.close()
+        for link in links:
+            link.close()
+
+    def _accept(self, sock: socket.socket) -> None:
+        while True:
+            try:
+                client, _ = sock.accept()
+            except OSError:  # stop() closed the listener
+                return
+            with self._lock:
+                full = len(self._links) >= MAX_CONNECTIONS or self._sock is not sock
+                self._next_id += 1
+                conn_id = self._next_id
+            if full:
+                client.close()
+                continue
+            threading.Thread(target=self._open, args=(conn_id, client), name=f"proxy-{self.name}-open", daemon=True).start()
+
+    def _open(self, conn_id: int, client: socket.socket) -> None:
+        host, port = split_address(self.upstream, "upstream")
+        try:
+            server = socket.create_connection((host, port), timeout=CONNECT_TIMEOUT_S)
+        except OSError:  # upstream down: the client sees its connection closed, as with Toxiproxy
+            client.close()
+            return
+        server.settimeout(None)
+        link = Link(conn_id, self.name, client, server, self.toxics, self._recorder, self._rng, self._forget)
+        with self._lock:
+            if not self.enabled:
+                link.closed.set()
+            else:
+                self._links.add(link)
+        if link.closed.is_set():
+            client.close()
+            server.close()
+            return
+        link.start()
+
+    def _forget(self, link: Link) -> None:
+        with self._lock:
+            self._links.discard(link)

@@ -1,0 +1,118 @@
+"""Experiments on real Spark: a fault-free run is valid and equal to its baseline; a fault that
+cannot fire makes the run unknown (exit 3); a real fault fires with proof and V2 stays valid;
+a timeout or Ctrl-C leaves no process of the run alive."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from statebed_chaos.experiment import parse_experiment
+from statebed_chaos.runner import run_experiment
+from statebed_job.procs import ProcessIdentity
+
+pytestmark = pytest.mark.slow
+
+SMALL = {"batches": 3, "rows_per_batch": 300, "keyspace": 40, "partitions": 2, "seed": 5}
+
+
+def _write(tmp_path: Path, doc: dict[str, object]) -> Path:
+    f = tmp_path / "exp.yaml"
+    f.write_text(json.dumps(doc))  # JSON is YAML
+    return f
+
+
+def _chaos(*args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "statebed_cli.main", "chaos", "run", *args], capture_output=True, text=True, timeout=timeout
+    )
+
+
+def _assert_no_process_left(out: Path) -> None:
+    recorded = [ProcessIdentity.from_json({**p, "cmdline": p["cmdline"]}) for p in json.loads((out / "processes.json").read_text())]
+    assert recorded, "the runner recorded the driver's processes"
+    alive = [p.describe() for p in recorded if p.alive()]
+    assert alive == []
+    for run in ("faulted", "baseline"):
+        reg = out / run / "targets.json"
+        if reg.exists():
+            for p in json.loads(reg.read_text())["processes"]:
+                assert not ProcessIdentity.from_json(p).alive(), p
+
+
+def test_fault_free_experiment_is_valid_and_equals_baseline(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    proc = _chaos(str(_write(tmp_path, {"name": "nofault", **SMALL})), "--out", str(out), "--json")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    doc = json.loads(proc.stdout)
+    assert doc["valid"] is True and doc["baseline_equal"] is True and doc["faults_scheduled"] == 0
+    assert {"lineage", "state", "attempts", "baseline"} <= doc["checks"].keys()
+    assert json.loads((out / "verdict.json").read_text())["valid"] is True
+    ops = [json.loads(line) for line in (out / "history.jsonl").read_text().splitlines()]
+    assert sum(1 for o in ops if o["type"] == "batch" and o["outcome"] == "ok") == SMALL["batches"]
+    assert sum(1 for o in ops if o["type"] == "task-attempt") >= SMALL["batches"] * SMALL["partitions"]
+    assert "seed: 5" in (out / "experiment.yaml").read_text()
+    _assert_no_process_left(out)
+
+
+def test_fault_that_cannot_fire_is_unknown(tmp_path: Path) -> None:
+    doc = {"name": "never", **SMALL, "verifiers": ["lineage", "state"], "faults": [{"kind": "fail-changelog-upload", "at": {"batch": 50}}]}
+    out = tmp_path / "out"
+    proc = _chaos(str(_write(tmp_path, doc)), "--out", str(out), "--json")
+    assert proc.returncode == 3, proc.stderr[-2000:]
+    res = json.loads(proc.stdout)
+    assert res["valid"] == "unknown" and res["faults_fired"] == 0 and res["faults_scheduled"] == 1
+    assert res["faults"][0]["fired"] is not True
+    assert any("f1" in r and "did not provably fire" in r for r in res["reasons"])
+
+
+def test_fail_changelog_upload_fires_and_v2_stays_valid(tmp_path: Path) -> None:
+    """Standalone: local[2] gives a task one try, so the injected failure would abort the query."""
+    exp = parse_experiment(
+        {
+            "name": "fcu",
+            **SMALL,
+            "cluster": "standalone",
+            "faults": [{"kind": "fail-changelog-upload", "at": {"batch": 1}, "params": {"when": "after"}}],
+        }
+    )
+    res = run_experiment(exp, out_dir=tmp_path / "out", progress=False)
+    assert res.faults[0]["fired"] is True and res.faults[0]["proof"], res.faults
+    assert (res.valid, res.exit_code, res.baseline_equal) == (True, 0, True), (res.reasons, res.anomalies)
+    assert res.checks["attempts"]["valid"] is True  # the failed attempt's changelog is an orphan, attributed
+
+
+def test_timeout_stops_every_process(tmp_path: Path) -> None:
+    exp = parse_experiment({"name": "slow", **SMALL, "batches": 40, "verifiers": ["lineage", "state"], "timeout_s": 20})
+    res = run_experiment(exp, out_dir=tmp_path / "out", progress=False)
+    assert res.valid == "unknown" and res.exit_code == 3
+    assert any("timeout_s=20" in r for r in res.reasons)
+    _assert_no_process_left(tmp_path / "out")
+
+
+def test_ctrl_c_stops_every_process(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    f = _write(tmp_path, {"name": "interrupt", **SMALL, "batches": 40, "verifiers": ["lineage", "state"]})
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "statebed_cli.main", "chaos", "run", str(f), "--out", str(out)], stderr=subprocess.PIPE, text=True
+    )
+    try:
+        offsets = out / "faulted" / "spark-checkpoint" / "offsets"
+        deadline = time.monotonic() + 300
+        while not (offsets / "1").exists():  # batch 1 started: the JVM and its workers run
+            assert proc.poll() is None and time.monotonic() < deadline
+            time.sleep(0.2)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 130, err[-2000:]
+    _assert_no_process_left(out)

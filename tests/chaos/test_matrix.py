@@ -1,0 +1,318 @@
+"""The chaos matrix: presets, exit rules, JSON shape, flag errors, cleanup, Ctrl-C.
+
+The fast tests run the matrix's aggregation over a stand-in cell runner (`run_cell=`): they
+prove the verdict rules and the bookkeeping, not any fault's behaviour. `test_quick_matrix_real`
+runs `statebed chaos matrix --quick --json` on real Spark.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from checkpoint_helpers import run_cli
+
+from statebed_chaos.baseline import Baseline, baseline_key
+from statebed_chaos.experiment import Experiment, load_experiment
+from statebed_chaos.faults import KINDS
+from statebed_chaos.matrix import EXIT_INTERRUPTED, MatrixResult, run_matrix
+from statebed_chaos.matrix_presets import FAULTS, NONDETERMINISTIC, PRESETS, Preset, plan_cells
+from statebed_chaos.runner import ExperimentResult
+from statebed_chaos.verify import EXIT_CODES
+from statebed_cli.commands import chaos_matrix
+
+Capsys = pytest.CaptureFixture[str]
+Key = tuple[str, str, str]  # (fault, workload, format)
+RUN_KEYS = {"fault", "workload", "format", "seed", "valid", "anomalies", "faults_fired", "baseline_equal", "run_dir"}
+BASE = Experiment(batches=4, rows_per_batch=100, keyspace=10)
+
+
+@dataclass
+class StandIn:
+    """A cell runner that returns the verdict a test chose per (fault, workload, format)."""
+
+    verdicts: dict[Key, Any]
+    calls: list[tuple[Key, int]] = field(default_factory=list)
+    caches: list[int] = field(default_factory=list)
+
+    def __call__(self, exp: Experiment, seed: int, out_dir: Path, baselines: dict[Any, Any]) -> ExperimentResult:
+        key = (exp.faults[0].kind, exp.workload, exp.format)
+        self.calls.append((key, seed))
+        self.caches.append(id(baselines))
+        verdict = self.verdicts[key]
+        if verdict == "crash":
+            raise RuntimeError("the runner fell over")
+        if verdict == "interrupt":
+            raise KeyboardInterrupt
+        (out_dir / "faulted").mkdir()
+        (out_dir / "faulted" / "history.jsonl").write_text("{}\n")
+        key = baseline_key(exp, seed)
+        if key not in baselines:  # as the runner does: the first cell of a key runs the baseline
+            (out_dir / "baseline").mkdir()
+            baselines[key] = Baseline(str(out_dir / "baseline"), {}, {})
+        anomalies = [] if verdict is True else [{"kind": "lost-element", "detail": "x"}]
+        return ExperimentResult(
+            name=exp.name,
+            seed=seed,
+            valid=verdict,
+            anomalies=anomalies,
+            faults=[],
+            faults_fired=1,
+            faults_scheduled=1,
+            baseline_equal=verdict is True,
+            run_dir=str(out_dir),
+            seconds=0.0,
+            exit_code=EXIT_CODES[verdict],
+            reproduce="",
+        )
+
+
+def matrix(
+    tmp_path: Path, verdicts: dict[Key, Any], *, seeds: int = 1, keep: bool = False, strict_native: bool = False
+) -> tuple[MatrixResult, StandIn]:
+    preset = Preset("test", tuple(verdicts), seeds, BASE)
+    cells, skipped = plan_cells(preset, seeds)
+    stand_in = StandIn(verdicts)
+    out = tmp_path / "out"
+    out.mkdir(parents=True)
+    result = run_matrix(cells, skipped, out, preset="test", run_cell=stand_in, keep=keep, strict_native=strict_native, log=sys.stderr)
+    return result, stand_in
+
+
+V1_CONTROL: Key = ("zombie-upload", "sample3", "v1")
+V2_CELL: Key = ("zombie-upload", "sample3", "v2")
+V2_OTHER: Key = ("restart-driver", "count", "v2")
+NATIVE: Key = ("restart-driver", "count", "native")
+
+
+# -- presets -------------------------------------------------------------------------------------
+
+
+def test_every_fault_kind_has_a_matrix_plan() -> None:
+    assert set(FAULTS) == set(KINDS)
+
+
+def test_quick_has_the_v1_control_and_v2_cells() -> None:
+    cells, skipped = plan_cells(PRESETS["quick"], PRESETS["quick"].seeds)
+    assert skipped == [] and 4 <= len(cells) <= 6
+    assert any(c.format == "v1" and c.workload in NONDETERMINISTIC for c in cells)
+    assert sum(c.format == "v2" for c in cells) >= 3
+    assert all(c.experiment.batches <= 4 for c in cells)
+
+
+def test_full_covers_the_issue_and_skips_what_cannot_apply() -> None:
+    cells, skipped = plan_cells(PRESETS["full"], PRESETS["full"].seeds)
+    kinds = {c.fault for c in cells}
+    assert len(kinds) >= 9 and "zombie-upload" in kinds
+    assert {c.workload for c in cells} == {"count", "bucket-collect", "sample3"}
+    assert {c.format for c in cells} == {"v1", "v2", "native"}
+    assert {c.seed for c in cells} == set(range(1, 13))
+    ran = {(c.fault, c.workload, c.format) for c in cells}
+    assert ("zombie-upload", "count", "native") in {(s.fault, s.workload, s.format) for s in skipped}
+    assert all((s.fault, s.workload, s.format) not in ran and s.reason for s in skipped)
+    assert len(ran) + len(skipped) == len(FAULTS) * 3 * 3
+
+
+def test_restart_driver_walks_the_protocol_steps_by_seed() -> None:
+    cells, _ = plan_cells(PRESETS["full"], 4, faults=["restart-driver"], workloads=["count"])
+    steps = {(c.format, c.experiment.faults[0].params["step"]) for c in cells}
+    assert {s for f, s in steps if f == "v2"} == {"after-task-commits", "before-commit-log", "after-commit-log", "before-spark-commit"}
+    assert {s for f, s in steps if f == "native"} == {"at-trigger"}
+
+
+# -- exit rules ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("verdicts", "strict", "code"),
+    [
+        ({V1_CONTROL: False, V2_CELL: True, V2_OTHER: True}, False, 0),
+        ({V1_CONTROL: False, V2_CELL: True, V2_OTHER: False}, False, 1),  # a V2 cell invalid
+        ({V1_CONTROL: False, V2_CELL: "unknown", V2_OTHER: True}, False, 1),  # unknown is not valid
+        ({V1_CONTROL: False, V2_CELL: "crash", V2_OTHER: True}, False, 1),  # a crashed cell is unknown
+        ({V1_CONTROL: True, V2_CELL: True, V2_OTHER: True}, False, 1),  # V1 never failed: faults too weak
+        ({V1_CONTROL: "unknown", V2_CELL: True}, False, 1),
+        ({V1_CONTROL: True, ("restart-driver", "count", "v1"): False, V2_CELL: True}, False, 1),  # count is deterministic
+        ({V1_CONTROL: False, V2_CELL: True, NATIVE: False}, False, 0),  # native is reported only
+        ({V1_CONTROL: False, V2_CELL: True, NATIVE: False}, True, 1),
+        ({V1_CONTROL: False, V2_CELL: True, NATIVE: True}, True, 0),
+    ],
+)
+def test_exit_rules(tmp_path: Path, verdicts: dict[Key, Any], strict: bool, code: int) -> None:
+    result, _ = matrix(tmp_path, verdicts, strict_native=strict)
+    assert result.exit_code == code, result.summary()
+
+
+def test_a_crashed_cell_is_unknown_with_the_error(tmp_path: Path) -> None:
+    result, _ = matrix(tmp_path, {V1_CONTROL: False, V2_CELL: "crash"})
+    crashed = result.runs[1].to_json()
+    assert crashed["valid"] == "unknown" and crashed["anomalies"][0]["kind"] == "harness-error"
+    assert "the runner fell over" in crashed["anomalies"][0]["detail"]
+    assert result.summary()["v2_all_valid"] is False
+
+
+def test_without_a_v1_control_cell_only_v2_decides(tmp_path: Path) -> None:
+    result, _ = matrix(tmp_path, {V2_CELL: True})
+    assert result.v1_caught is None and result.exit_code == 0
+    result, _ = matrix(tmp_path / "b", {V2_CELL: False})
+    assert result.exit_code == 1
+
+
+def test_one_baselines_cache_for_every_cell_and_every_seed(tmp_path: Path) -> None:
+    result, stand_in = matrix(tmp_path, {V1_CONTROL: False, V2_CELL: True}, seeds=3)
+    assert len(result.runs) == 6 and len(set(stand_in.caches)) == 1
+    assert sorted(stand_in.calls) == sorted((k, s) for k in (V1_CONTROL, V2_CELL) for s in (1, 2, 3))
+
+
+# -- output and cleanup --------------------------------------------------------------------------
+
+
+def cli_args(*argv: str) -> argparse.Namespace:
+    from statebed_cli.main import build_parser
+
+    return build_parser().parse_args(["chaos", "matrix", *argv])
+
+
+def test_json_shape_and_summary(tmp_path: Path, capsys: Capsys) -> None:
+    verdicts = {
+        V1_CONTROL: False,
+        V2_CELL: True,
+        ("restart-driver", "sample3", "v2"): True,
+        ("fail-changelog-upload", "bucket-collect", "v2"): True,
+    }
+    out = tmp_path / "m"
+    code = chaos_matrix.run(cli_args("--quick", "--json", "--out", str(out)), run_cell=StandIn(verdicts))
+    doc = json.loads(capsys.readouterr().out)
+    assert code == 0 and set(doc) == {"runs", "summary"}
+    assert [set(r) for r in doc["runs"]] == [RUN_KEYS] * 4
+    s = doc["summary"]
+    assert (s["cells"], s["valid"], s["invalid"], s["unknown"]) == (4, 3, 1, 0)
+    assert s["v2_all_valid"] is True and s["v1_caught"] is True and s["exit_code"] == 0
+    assert s["native"] == {"cells": 0, "valid": 0, "invalid": 0, "unknown": 0}
+    assert s["skipped"] == [] and isinstance(s["seconds"], float)
+    (failing,) = s["failing"]
+    assert failing["cell"] == "zombie-upload-sample3-v1-s1" and failing["valid"] is False
+
+
+def test_valid_cells_are_removed_failing_ones_kept_and_replayable(tmp_path: Path, capsys: Capsys) -> None:
+    verdicts = {
+        V1_CONTROL: False,
+        V2_CELL: True,
+        ("restart-driver", "sample3", "v2"): "unknown",
+        ("fail-changelog-upload", "bucket-collect", "v2"): True,
+    }
+    out = tmp_path / "m"
+    code = chaos_matrix.run(cli_args("--quick", "--out", str(out)), run_cell=StandIn(verdicts))
+    text = capsys.readouterr().out
+    assert code == 1
+    assert sorted(p.name for p in out.iterdir()) == ["restart-driver-sample3-v2-s1", "zombie-upload-sample3-v1-s1"]
+    for name in ("zombie-upload-sample3-v1-s1", "restart-driver-sample3-v2-s1"):
+        yaml_path = out / name / "experiment.yaml"
+        assert f"statebed chaos run {yaml_path} --seed 1" in text
+        assert (out / name / "faulted" / "history.jsonl").is_file()
+    replay = load_experiment(out / "zombie-upload-sample3-v1-s1" / "experiment.yaml")
+    quick = {c.name: c for c in plan_cells(PRESETS["quick"], 1)[0]}
+    assert replay.to_json() == quick["zombie-upload-sample3-v1-s1"].experiment.to_json()
+    assert "FAIL" in text and "zombie-upload" in text and "1/0/0" in text
+
+
+def test_a_valid_cell_holding_a_kept_cells_baseline_stays(tmp_path: Path) -> None:
+    slow: Key = ("slow-attempt", "sample3", "v2")  # same baseline key as V2_CELL (standalone, same sizes and seed)
+    result, _ = matrix(tmp_path, {V1_CONTROL: False, V2_CELL: True, slow: False})
+    out = tmp_path / "out"
+    assert sorted(p.name for p in out.iterdir()) == sorted(r.cell.name for r in result.runs)
+    assert (out / "zombie-upload-sample3-v2-s1" / "baseline").is_dir()
+    assert result.notes == [
+        f"kept {out / 'zombie-upload-sample3-v2-s1'}: it holds the baseline {out / 'zombie-upload-sample3-v2-s1' / 'baseline'} of a cell that is not valid"
+    ]
+
+
+def test_keep_keeps_every_cell(tmp_path: Path, capsys: Capsys) -> None:
+    verdicts = {V1_CONTROL: False, V2_CELL: True}
+    out = tmp_path / "m"
+    code = chaos_matrix.run(
+        cli_args("--quick", "--json", "--keep", "--formats", "v1,v2", "--faults", "zombie-upload", "--out", str(out)),
+        run_cell=StandIn(verdicts),
+    )
+    doc = json.loads(capsys.readouterr().out)
+    assert code == 0 and len(list(out.iterdir())) == 2
+    assert all(r["run_dir"] and Path(r["run_dir"]).is_dir() for r in doc["runs"])
+
+
+def test_ctrl_c_stops_at_the_running_cell(tmp_path: Path, capsys: Capsys) -> None:
+    verdicts = {
+        V1_CONTROL: False,
+        V2_CELL: "interrupt",
+        ("restart-driver", "sample3", "v2"): True,
+        ("fail-changelog-upload", "bucket-collect", "v2"): True,
+    }
+    stand_in = StandIn(verdicts)
+    out = tmp_path / "m"
+    code = chaos_matrix.run(cli_args("--quick", "--json", "--out", str(out)), run_cell=stand_in)
+    doc = json.loads(capsys.readouterr().out)
+    assert code == EXIT_INTERRUPTED and len(stand_in.calls) == 2
+    assert doc["summary"]["interrupted"] == "zombie-upload-sample3-v2-s1" and len(doc["runs"]) == 1
+    assert (out / "zombie-upload-sample3-v2-s1" / "experiment.yaml").is_file()
+
+
+# -- flag errors ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("argv", "named"),
+    [
+        (["--faults", "kill-everything"], "kill-everything"),
+        (["--faults", "zombie-upload,"], "--faults"),
+        (["--workloads", "wordcount"], "wordcount"),
+        (["--formats", "v3"], "v3"),
+        (["--quick", "--formats", "native"], "--formats"),  # the quick preset has no native cell
+        (["--quick", "--full"], "--quick"),
+        (["--seeds", "0"], "--seeds"),
+        (["--seeds", "many"], "many"),
+    ],
+)
+def test_bad_flags_are_one_line_exit_2(tmp_path: Path, capsys: Capsys, argv: list[str], named: str) -> None:
+    out = tmp_path / "m"
+    code, stdout, err = run_cli(capsys, "chaos", "matrix", *argv, "--out", str(out))
+    assert code == 2 and stdout == "" and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1 and named in err, err
+    assert not out.exists()  # nothing was started or written
+
+
+def test_a_non_empty_out_dir_is_refused(tmp_path: Path, capsys: Capsys) -> None:
+    (tmp_path / "mine.txt").write_text("keep me")
+    code, _, err = run_cli(capsys, "chaos", "matrix", "--out", str(tmp_path))
+    assert code == 2 and str(tmp_path) in err and len(err.strip().splitlines()) == 1
+    assert (tmp_path / "mine.txt").read_text() == "keep me"
+
+
+# -- the real quick matrix -----------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_quick_matrix_real(tmp_path: Path) -> None:
+    """`statebed chaos matrix --quick --json` on real Spark: every V2 cell valid, the V1 control caught, exit 0."""
+    started = time.monotonic()
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.run(
+        [str(Path(sys.executable).parent / "statebed"), "chaos", "matrix", "--quick", "--json", "--out", str(tmp_path / "m")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=1800,
+    )
+    print(f"quick matrix: exit {proc.returncode} in {time.monotonic() - started:.0f} s\n{proc.stderr}")
+    doc = json.loads(proc.stdout)
+    v2 = [r for r in doc["runs"] if r["format"] == "v2"]
+    assert v2 and all(r["valid"] is True and r["faults_fired"] >= 1 and r["baseline_equal"] is True for r in v2), v2
+    v1 = [r for r in doc["runs"] if r["format"] == "v1" and r["workload"] in NONDETERMINISTIC]
+    assert any(r["valid"] is False and r["anomalies"] for r in v1), v1
+    assert doc["summary"]["v1_caught"] is True and proc.returncode == 0, proc.stderr
