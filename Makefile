@@ -7,7 +7,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test check bench clean
+.PHONY: run test check bench chaos-nightly clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -28,6 +28,10 @@ check: $(STAMP)  ## ruff (lint + format) and mypy --strict on the packages
 
 bench: $(STAMP)  ## benchmarks (minutes; not part of the tests)
 	$(BIN)/python benchmarks/run_all.py
+
+chaos-nightly: $(STAMP)  ## the full chaos matrix (hours): every fault kind x 3 workloads x v1/v2/native x 12 seeds
+	mkdir -p runs
+	$(BIN)/statebed chaos matrix --full --json --out runs/nightly-$$(date -u +%Y%m%d-%H%M%S) > runs/nightly-latest.json
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache

@@ -20,28 +20,30 @@ from test_process_faults import STANDALONE, Run, assert_nothing_left, context, f
 # -- arming and evidence from records (no Spark) ---------------------------------------------------
 
 
-def test_fail_changelog_upload_is_proven_only_by_an_error_of_its_own_attempt(tmp_path: Path) -> None:
+def test_fail_changelog_upload_is_proven_only_by_an_error_of_its_own_task(tmp_path: Path) -> None:
     ctx = context(tmp_path)
     f = fault("fail-changelog-upload", batch=2, partition=1)
     assert f.evidence(ctx).fired is None  # no control file: cannot tell
     f.prepare(ctx)
-    assert ctx.control.read()["points"] == {"changelog.upload.before": "[batch=2,partition=1,attempt=0]1*error"}
+    assert ctx.control.read()["points"] == {"changelog.upload.before": "[batch=2,partition=1]1*error"}
     assert f.evidence(ctx).fired is False
-    fire(ctx, "changelog.upload.before", "error", {"batch": 2, "partition": 1, "attempt": 1})  # another attempt
+    fire(ctx, "changelog.upload.before", "error", {"batch": 1, "partition": 1, "attempt": 0})  # another batch
     fire(ctx, "changelog.upload.before", "error", {"batch": 2, "partition": 0, "attempt": 0})  # another partition
     fire(ctx, "changelog.upload.after", "error", {"batch": 2, "partition": 1, "attempt": 0})  # another point
     fire(ctx, "changelog.upload.before", "delay(5)", {"batch": 2, "partition": 1, "attempt": 0})  # another action
     assert f.evidence(ctx).fired is False
-    fire(ctx, "changelog.upload.before", "error", {"batch": 2, "partition": 1, "attempt": 0})
+    fire(ctx, "changelog.upload.before", "error", {"batch": 2, "partition": 1, "attempt": 1})  # whichever attempt got there first
+    facts = f.inject(ctx)  # the firing is there: inject returns at once and disarms
+    assert facts["fired_before_disarm"] == 1 and ctx.control.read()["points"] == {}
     ev = f.evidence(ctx)
-    assert ev.fired is True and ev.proof[0]["firing"]["task"] == {"batch": 2, "partition": 1, "attempt": 0}
+    assert ev.fired is True and ev.proof[0]["firing"]["task"] == {"batch": 2, "partition": 1, "attempt": 1}
     assert ev.proof[-1] == {"retries": []}  # no attempt records in this directory
     f.heal(ctx)
     f.heal(ctx)  # idempotent
     assert ctx.control.read()["points"] == {}
     after = fault("fail-changelog-upload", when="after")
     after.prepare(ctx)
-    assert ctx.control.read()["points"] == {"changelog.upload.after": "[batch=1,partition=0,attempt=0]1*error"}
+    assert ctx.control.read()["points"] == {"changelog.upload.after": "[batch=1,partition=0]1*error"}
     with pytest.raises(UsageError, match="when must be before or after"):
         fault("fail-changelog-upload", when="during")
     with pytest.raises(UsageError, match="partition must be an integer >= 0"):
@@ -118,8 +120,8 @@ def test_zombie_upload_needs_the_zombie_write_after_the_winners(tmp_path: Path) 
 
 @pytest.mark.slow
 def test_fail_changelog_upload_fails_attempt_0_and_the_retry_commits(tmp_path: Path) -> None:
-    """Attempt 0 of batch 1 / partition 1 raises before its changelog write; Spark retries the
-    task, the retry commits, the V2 run verifies."""
+    """The first attempt of batch 1 / partition 1 (attempt 0: speculation is off) raises before
+    its changelog write; Spark retries the task, the retry commits, the V2 run verifies."""
     ctx = context(tmp_path)
     f = fault("fail-changelog-upload", batch=1, partition=1)
     run = Run(ctx, [f], "--batches", "3", "--conf", "spark.speculation=false", *STANDALONE)

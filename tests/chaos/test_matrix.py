@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -225,14 +226,14 @@ def test_valid_cells_are_removed_failing_ones_kept_and_replayable(tmp_path: Path
 
 
 def test_a_valid_cell_holding_a_kept_cells_baseline_stays(tmp_path: Path) -> None:
-    slow: Key = ("slow-attempt", "sample3", "v2")  # same baseline key as V2_CELL (standalone, same sizes and seed)
-    result, _ = matrix(tmp_path, {V1_CONTROL: False, V2_CELL: True, slow: False})
+    holder: Key = ("kill-executor", "sample3", "v2")  # runs first: its directory holds the shared baseline
+    slow: Key = ("slow-attempt", "sample3", "v2")  # same baseline key (standalone, same sizes and seed)
+    result, _ = matrix(tmp_path, {V1_CONTROL: False, holder: True, slow: False})
     out = tmp_path / "out"
     assert sorted(p.name for p in out.iterdir()) == sorted(r.cell.name for r in result.runs)
-    assert (out / "zombie-upload-sample3-v2-s1" / "baseline").is_dir()
-    assert result.notes == [
-        f"kept {out / 'zombie-upload-sample3-v2-s1'}: it holds the baseline {out / 'zombie-upload-sample3-v2-s1' / 'baseline'} of a cell that is not valid"
-    ]
+    kept = out / "kill-executor-sample3-v2-s1"
+    assert (kept / "baseline").is_dir()
+    assert result.notes == [f"kept {kept}: it holds the baseline {kept / 'baseline'} of a cell that is not valid"]
 
 
 def test_keep_keeps_every_cell(tmp_path: Path, capsys: Capsys) -> None:
@@ -302,13 +303,15 @@ def test_quick_matrix_real(tmp_path: Path) -> None:
     """`statebed chaos matrix --quick --json` on real Spark: every V2 cell valid, the V1 control caught, exit 0."""
     started = time.monotonic()
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    proc = subprocess.run(
-        [str(Path(sys.executable).parent / "statebed"), "chaos", "matrix", "--quick", "--json", "--out", str(tmp_path / "m")],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=1800,
-    )
+    cmd = [str(Path(sys.executable).parent / "statebed"), "chaos", "matrix", "--quick", "--json", "--out", str(tmp_path / "m")]
+    with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env) as child:
+        try:
+            out, err = child.communicate(timeout=1800)
+        except BaseException:  # timeout or Ctrl-C: let the matrix stop its cell's processes (SIGKILL could not)
+            child.send_signal(signal.SIGINT)
+            child.communicate(timeout=120)
+            raise
+    proc = subprocess.CompletedProcess(cmd, child.returncode, out, err)
     print(f"quick matrix: exit {proc.returncode} in {time.monotonic() - started:.0f} s\n{proc.stderr}")
     doc = json.loads(proc.stdout)
     v2 = [r for r in doc["runs"] if r["format"] == "v2"]

@@ -1,25 +1,31 @@
-"""fail-changelog-upload: attempt 0 of one state task of the trigger batch fails its changelog
-upload once, before the write (`when: before`, point `changelog.upload.before`) or after the
-changelog is durable (`when: after`, `changelog.upload.after`: a file no commit names). Spark
-retries the task; the retry (attempt 1) commits. Armed in `prepare` as
-`[batch=B,partition=P,attempt=0]1*error`. Proven by that firing; the retry's attempt record
-(outcome ok) is reported beside it.
+"""fail-changelog-upload: the first attempt of one state task of the trigger batch that reaches
+its changelog upload fails it, before the write (`when: before`, point
+`changelog.upload.before`) or after the changelog is durable (`when: after`,
+`changelog.upload.after`: a file no commit names). Spark retries the task; a later attempt
+commits. Armed in `prepare` as `[batch=B,partition=P]1*error` and disarmed as soon as it
+fired, so a retry in another Python worker commits.
+
+Not aimed at attempt 0: with speculation on, a copy may finish before attempt 0 (slow to
+start on a cold executor) ever reaches the upload, and the fault would not fire. Counts are
+per process, so two workers may each fail once before the disarm lands: within Spark's
+`spark.task.maxFailures` (4). Proven by the firing; later attempts' records are listed.
 
 params: partition (default 0), when: before | after (default before).
 """
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from statebed_model.attempts import read_attempts
 from statebed_store.errors import UsageError
 
 from .base import Evidence, FaultContext, FaultSpec
-from .failpoint_fault import FailpointFault, filter_text, term_target
+from .failpoint_fault import FailpointFault, filter_text, matching, term_target
 
 __all__ = ["FAULT", "FailChangelogUpload"]
 
+WAIT_S = 300.0  # how long inject waits for the firing before disarming anyway (bounded)
 POINTS = {"before": "changelog.upload.before", "after": "changelog.upload.after"}
 
 
@@ -35,8 +41,16 @@ class FailChangelogUpload(FailpointFault):
         if when not in POINTS:
             raise UsageError(f"fault {spec.id} ({spec.kind}): when must be before or after, got {when!r}")
         self.point = POINTS[when]
-        self.target = term_target(spec, batch=True, attempt=0)
+        self.target = term_target(spec, batch=True, attempt=None)
         self.term = f"{filter_text(self.target)}1*error"
+
+    def inject(self, ctx: FaultContext) -> dict[str, Any]:
+        """At the trigger batch: wait (bounded) for the failure to fire, then disarm it."""
+        facts = super().inject(ctx)
+        fired = ctx.wait(lambda: matching(ctx, self.point, self.action, self.target), WAIT_S)
+        self.heal(ctx)
+        facts["fired_before_disarm"] = len(fired or [])
+        return facts
 
     def evidence(self, ctx: FaultContext) -> Evidence:
         ev = super().evidence(ctx)
