@@ -28,7 +28,6 @@ from typing import Any, ClassVar, TypeVar
 from statebed_model.eventlog import EventLog, read_event_log
 from statebed_model.rundir import RunDir
 from statebed_store.failpoint_control import Control
-from statebed_store.jsonsafe import loads_strict
 from statebed_store.naming import commit_path
 
 from ..history import History
@@ -130,17 +129,8 @@ class FaultContext:
         return read_event_log(self.run.events)
 
     def firings(self, failpoint: str | None = None) -> list[dict[str, Any]]:
-        """Every failpoint firing recorded by the run's processes (fired-<pid>.jsonl), oldest first."""
-        out: list[dict[str, Any]] = []
-        for f in sorted(self.control.directory.glob("fired-*.jsonl")):
-            for line in f.read_bytes().splitlines():
-                try:
-                    rec = loads_strict(line, file=str(f))
-                except Exception:  # a line cut by a killed process: not a firing
-                    continue
-                if isinstance(rec, dict) and failpoint in (None, rec.get("failpoint")):
-                    out.append(rec)
-        return sorted(out, key=lambda r: float(r.get("time", 0)))
+        """Every failpoint firing recorded by the run's processes (of `failpoint`, if named), oldest first."""
+        return [r for r in self.control.firings() if failpoint in (None, r.get("failpoint"))]
 
 
 class Fault(ABC):
