@@ -10,7 +10,15 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ["store/statebed_store", "model/statebed_model", "job/statebed_job", "chaos/statebed_chaos", "cli/statebed_cli"]
+PACKAGES = [
+    "store/statebed_store",
+    "model/statebed_model",
+    "job/statebed_job",
+    "chaos/statebed_chaos",
+    "loadtests/statebed_load",
+    "report/statebed_report",
+    "cli/statebed_cli",
+]
 
 
 def test_vulture_finds_no_dead_code() -> None:

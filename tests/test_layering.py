@@ -1,7 +1,9 @@
-"""Dependencies point one way: store <- model <- job <- chaos <- cli (every import, parsed with ast).
+"""Dependencies point one way: store <- model <- job <- chaos <- load <- report <- cli (every import, parsed with ast).
 
 store imports none of the others; model imports only store (and never pyspark: it is
-Spark-free); job never imports chaos or cli; chaos never imports cli. Imports inside
+Spark-free); job never imports chaos or above; chaos never imports load, report or cli;
+load (the ingest service, Locust, `load run`) never imports report or cli; report reads the
+records of runs, matrices and load runs and never imports cli. Imports inside
 functions count too: a lazy import is still a dependency.
 """
 
@@ -18,13 +20,17 @@ PACKAGES = {
     "statebed_model": "model/statebed_model",
     "statebed_job": "job/statebed_job",
     "statebed_chaos": "chaos/statebed_chaos",
+    "statebed_load": "loadtests/statebed_load",
+    "statebed_report": "report/statebed_report",
     "statebed_cli": "cli/statebed_cli",
 }
 FORBIDDEN = {
-    "statebed_store": {"statebed_model", "statebed_job", "statebed_chaos", "statebed_cli"},
-    "statebed_model": {"statebed_job", "statebed_chaos", "statebed_cli", "pyspark", "py4j"},
-    "statebed_job": {"statebed_chaos", "statebed_cli"},
-    "statebed_chaos": {"statebed_cli"},
+    "statebed_store": {"statebed_model", "statebed_job", "statebed_chaos", "statebed_load", "statebed_report", "statebed_cli"},
+    "statebed_model": {"statebed_job", "statebed_chaos", "statebed_load", "statebed_report", "statebed_cli", "pyspark", "py4j"},
+    "statebed_job": {"statebed_chaos", "statebed_load", "statebed_report", "statebed_cli"},
+    "statebed_chaos": {"statebed_load", "statebed_report", "statebed_cli"},
+    "statebed_load": {"statebed_report", "statebed_cli"},
+    "statebed_report": {"statebed_cli"},
     "statebed_cli": set(),
 }
 
