@@ -30,7 +30,7 @@ sys.path.insert(0, str(HERE))
 import benchlib  # noqa: E402
 
 BENCHMARKS = ("put_commit", "commit_latency", "recovery", "cleanup_requests", "verify_lineage")
-SPARK_BENCHMARKS = ("job_throughput",)  # start Spark (full mode: about an hour): only with --only
+SPARK_BENCHMARKS = ("job_throughput", "chaos_overhead")  # start Spark (job_throughput full: about an hour): only with --only
 PROFILED = ("put_commit", "recovery")
 
 

@@ -13,7 +13,7 @@ import signal
 from typing import Any, ClassVar
 
 from .base import Evidence, Fault, FaultContext
-from .processes import choose_executor, event_log_or_none, injection, signal_tree, tree_of
+from .processes import choose_executor, signal_tree, signalled_and_logged, tree_of
 
 __all__ = ["FAULT", "KillExecutor"]
 
@@ -36,13 +36,10 @@ class KillExecutor(Fault):
         }
 
     def evidence(self, ctx: FaultContext) -> Evidence:
-        done = injection(ctx, self.spec)
-        if done is None or done[0] != "ok":
-            return Evidence(False, "no SIGKILL was delivered (the history has no successful inject)")
-        facts = done[1]
-        log = event_log_or_none(ctx)
-        if log is None:
-            return Evidence(None, "SIGKILL delivered, but there is no event log to show Spark lost the executor", [facts])
+        got = signalled_and_logged(ctx, self.spec, "SIGKILL", "the executor's removal")
+        if isinstance(got, Evidence):
+            return got
+        facts, log = got
         eid, app = str(facts.get("executor_id")), str(facts.get("app_id"))
         found = [e for e in log.executors if (e.executor, e.app) == (eid, app)]
         if not found or found[0].removed_ms is None:

@@ -23,7 +23,7 @@ from typing import Any, ClassVar
 
 from ..targets import Target
 from .base import Evidence, Fault, FaultContext, FaultSpec
-from .processes import choose_executor, event_log_or_none, injection, resume_all, signal_tree, tree_of
+from .processes import choose_executor, resume_all, signal_tree, signalled_and_logged, tree_of
 
 __all__ = ["FAULT", "PauseExecutor"]
 
@@ -71,13 +71,10 @@ class PauseExecutor(Fault):
             resume_all(ctx, tree)
 
     def evidence(self, ctx: FaultContext) -> Evidence:
-        done = injection(ctx, self.spec)
-        if done is None or done[0] != "ok":
-            return Evidence(False, "no SIGSTOP was delivered (the history has no successful inject)")
-        facts = done[1]
-        log = event_log_or_none(ctx)
-        if log is None:
-            return Evidence(None, "SIGSTOP delivered, but there is no event log to look for speculative copies in", [facts])
+        got = signalled_and_logged(ctx, self.spec, "SIGSTOP", "speculative copies")
+        if isinstance(got, Evidence):
+            return got
+        facts, log = got
         eid, app = str(facts.get("executor_id")), str(facts.get("app_id"))
         paused_ms = float(facts.get("paused_at", 0)) * 1000
         end_ms = paused_ms + float(facts.get("for_s", self.pause_s)) * 1000

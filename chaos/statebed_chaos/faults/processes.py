@@ -17,7 +17,7 @@ from statebed_store.failpoint_control import Control
 from statebed_store.failpoints import parse_spec
 
 from ..targets import IdentityMismatch, Target
-from .base import FaultContext, FaultSpec
+from .base import Evidence, FaultContext, FaultSpec
 
 # The job registers its failpoints (task.*, driver.*) at import: arming them here needs them known.
 for _module in ("statebed_job.driver", "statebed_job.task"):
@@ -33,6 +33,7 @@ __all__ = [
     "remove_term",
     "running_attempts",
     "signal_tree",
+    "signalled_and_logged",
     "task_is",
     "tree_of",
 ]
@@ -163,3 +164,16 @@ def event_log_or_none(ctx: FaultContext) -> EventLog | None:
         return ctx.event_log()
     except CheckpointFileError:
         return None
+
+
+def signalled_and_logged(ctx: FaultContext, spec: FaultSpec, sig: str, looking_for: str) -> Evidence | tuple[dict[str, Any], EventLog]:
+    """What a signal fault proves itself from: the facts of its successful inject and Spark's
+    event log. An Evidence instead when either is missing (no signal: not fired; no event log
+    to look for `looking_for` in: unknown)."""
+    done = injection(ctx, spec)
+    if done is None or done[0] != "ok":
+        return Evidence(False, f"no {sig} was delivered (the history has no successful inject)")
+    log = event_log_or_none(ctx)
+    if log is None:
+        return Evidence(None, f"{sig} delivered, but there is no event log to look for {looking_for} in", [done[1]])
+    return done[1], log
