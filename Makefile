@@ -7,7 +7,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test check bench chaos-nightly clean
+.PHONY: run test check k8s-check image-smoke bench chaos-nightly report-screenshots clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -18,13 +18,27 @@ $(STAMP): pyproject.toml
 run: $(STAMP)  ## the main job on the embedded default: local Spark, local checkpoint under runs/, then both verifiers
 	$(BIN)/statebed run
 
-test: check  ## lint, type-check, then the whole test suite (starts its own S3 server)
-	$(BIN)/pytest -q
+test: check k8s-check  ## lint, type-check, the Kubernetes checks, then the whole test suite (starts its own S3 server)
+	$(BIN)/pytest -q --ignore=tests/k8s
+
+k8s-check: $(STAMP)  ## charts rendered by Helm (default/kind/minikube) and validated for K8s 1.32-1.35, skaffold and workflow schemas
+	$(BIN)/check-jsonschema --builtin-schema vendor.github-workflows .github/workflows/nightly.yml
+	$(BIN)/check-jsonschema --schemafile tests/k8s/skaffold-v4beta14.schema.json skaffold.yaml
+	$(BIN)/pytest -q -p no:cacheprovider tests/k8s tests/chaos/test_k8s_targets.py tests/chaos/test_k8s_backend.py
 
 check: $(STAMP)  ## ruff (lint + format) and mypy --strict on the packages
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+
+SMOKE_BASE   ?= localhost/statebed-smoke-base:bookworm
+SMOKE_IMAGE  ?= localhost/statebed:smoke
+PODMAN_FLAGS := --runtime runc --ulimit nofile=1024:1024 --ulimit nproc=1024:1024
+
+image-smoke: $(STAMP)  ## (root, podman, debootstrap) the Dockerfile built on a local Java 17 + Python + pyspark base; `statebed run` in it against SeaweedFS on loopback
+	podman image exists $(SMOKE_BASE) || ./k8s/smoke-base.sh $(SMOKE_BASE)
+	podman build $(PODMAN_FLAGS) --network host --build-arg BASE_IMAGE=$(SMOKE_BASE) -t $(SMOKE_IMAGE) .
+	$(BIN)/python k8s/image_smoke.py $(SMOKE_IMAGE)
 
 bench: $(STAMP)  ## benchmarks (minutes; not part of the tests)
 	$(BIN)/python benchmarks/run_all.py
@@ -32,6 +46,9 @@ bench: $(STAMP)  ## benchmarks (minutes; not part of the tests)
 chaos-nightly: $(STAMP)  ## the full chaos matrix (hours): every fault kind x 3 workloads x v1/v2/native x 12 seeds
 	mkdir -p runs
 	$(BIN)/statebed chaos matrix --full --json --out runs/nightly-$$(date -u +%Y%m%d-%H%M%S) > runs/nightly-latest.json
+
+report-screenshots: $(STAMP)  ## regenerate docs/images/report-*.png: a 2-cell chaos matrix (~10 min), its reports, headless Chromium (apt: chromium)
+	$(BIN)/python tests/report/screenshots.py docs/images
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache

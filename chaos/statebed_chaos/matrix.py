@@ -20,15 +20,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from statebed_store.errors import StatebedError
+
 from .baseline import baseline_key
 from .experiment import Experiment, load_experiment
+from .history import read_history
 from .matrix_presets import FORMATS, NONDETERMINISTIC, Cell, Skipped
+from .observed import observed_counts
 from .runner import ExperimentResult, run_experiment
 from .verify import Verdict
 
 __all__ = ["CellRun", "MatrixResult", "RunCell", "run_experiment_cell", "run_matrix"]
 
 EXIT_OK, EXIT_FAILED, EXIT_INTERRUPTED = 0, 1, 130
+RECORD = "matrix.json"  # `MatrixResult.to_json()`, written into the matrix directory at the end (the report reads it)
 
 
 # (experiment, seed, out_dir, shared baselines cache) -> result; tests pass a stand-in
@@ -53,6 +58,7 @@ class CellRun:
     seconds: float
     cell_dir: Path  # <out>/<cell>: experiment.yaml and everything the runner wrote
     reasons: list[str] = field(default_factory=list)  # the runner's: why not valid (or why unknown)
+    observed: dict[str, int] = field(default_factory=dict)  # `observed_counts` of its history, read before any removal
 
     @property
     def reproduce(self) -> str:
@@ -70,6 +76,9 @@ class CellRun:
             "faults_fired": self.faults_fired,
             "baseline_equal": self.baseline_equal,
             "run_dir": self.run_dir,
+            "cell": c.name,
+            "seconds": round(self.seconds, 1),
+            "observed": self.observed,
         }
 
 
@@ -206,7 +215,16 @@ def _run_one(cell: Cell, cell_dir: Path, run_cell: RunCell, baselines: dict[Any,
         time.monotonic() - started,
         cell_dir,
         list(res.reasons),
+        _observed(cell_dir),
     )
+
+
+def _observed(cell_dir: Path) -> dict[str, int]:
+    """The cell's observed counts; an unreadable history counts nothing (its verdict already says why)."""
+    try:
+        return observed_counts(read_history(cell_dir / "history.jsonl"))
+    except StatebedError:
+        return {}
 
 
 def _describe(run: CellRun) -> str:

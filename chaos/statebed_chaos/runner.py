@@ -40,6 +40,7 @@ from .experiment import Experiment
 from .faults import FaultContext, FaultSpec, fault_class
 from .history import History, Outcome
 from .history_build import add_run_ops
+from .k8s_backend import K8sSettings, k8s_storage, k8s_targets
 from .nemesis import Nemesis
 from .schedule import realise
 from .targets.local import LocalTargets
@@ -82,9 +83,18 @@ class _Progress:
 
 
 def run_experiment(
-    exp: Experiment, *, seed: int | None = None, out_dir: Path, progress: bool = True, baselines: dict[Any, Any] | None = None
+    exp: Experiment,
+    *,
+    seed: int | None = None,
+    out_dir: Path,
+    progress: bool = True,
+    baselines: dict[Any, Any] | None = None,
+    k8s: K8sSettings | None = None,
 ) -> ExperimentResult:
-    """Run `exp` into `out_dir` (must not hold a run yet). KeyboardInterrupt stops everything, then propagates."""
+    """Run `exp` into `out_dir` (must not hold a run yet). KeyboardInterrupt stops everything, then propagates.
+
+    `k8s`: the Kubernetes backend (drivers submit to Kubernetes, faults act on pods, storage is the
+    chart's MinIO behind Toxiproxy); None: everything on this machine."""
     t0 = time.monotonic()
     seed = seed if seed is not None else exp.seed if exp.seed is not None else random.SystemRandom().randrange(2**31)
     out = Path(out_dir).absolute()
@@ -109,7 +119,7 @@ def run_experiment(
         reproduce=f"statebed chaos run {out / 'experiment.yaml'} --seed {seed}",
     )
     try:
-        _run(realised, specs, seed, out, history, say, result, baselines)
+        _run(realised, specs, seed, out, history, say, result, baselines, k8s)
     except KeyboardInterrupt:
         result.reasons.append("interrupted: every process of the run was stopped")
         raise
@@ -133,17 +143,20 @@ def _run(
     say: _Progress,
     result: ExperimentResult,
     baselines: dict[Any, Any] | None,
+    k8s: K8sSettings | None = None,
 ) -> None:
-    with _storage(exp, out, seed) as (s3_env, services):
+    storage = _storage(exp, out, seed) if k8s is None or exp.storage == "local" else k8s_storage(k8s)
+    master = None if k8s is None else k8s.master
+    with storage as (s3_env, services):
         s3 = None if services is None else services.settings
-        base = _baseline(exp, seed, out, s3_env, s3, say, baselines)
+        base = _baseline(exp, seed, out, s3_env, s3, say, baselines, master)
         faulted = out / "faulted"
         control = Control(faulted / "failpoints" / "control.json")
         ctx = FaultContext(
             run=RunDir(faulted),
             mode=exp.format,
             cluster=exp.cluster,
-            targets=LocalTargets(faulted),
+            targets=LocalTargets(faulted) if k8s is None else k8s_targets(k8s, faulted),
             control=control,
             history=history,
             proxy=None if services is None else services.proxy,
@@ -155,7 +168,7 @@ def _run(
         say(f"faulted run: {len(specs)} fault(s) scheduled: " + ", ".join(f"{s.id} {s.kind}@batch {s.at.batch}" for s in specs))
         nemesis.prepare()
         try:
-            exits = _faulted_run(exp, seed, faulted, control, s3_env, history, nemesis, say, out)
+            exits = _faulted_run(exp, seed, faulted, control, s3_env, history, nemesis, say, out, master)
         finally:
             nemesis.stop()
         _judge(exp, faulted, s3, exits, nemesis, base, history, result, say)
@@ -178,9 +191,11 @@ def _storage(exp: Experiment, out: Path, seed: int) -> Iterator[tuple[dict[str, 
         yield env, svc
 
 
-def job_command(exp: Experiment, seed: int, run_dir: Path, *, resume: bool = False) -> list[str]:
-    """The `statebed run` command line of one run of `exp` (the checkpoint on S3 when storage is s3)."""
+def job_command(exp: Experiment, seed: int, run_dir: Path, *, resume: bool = False, master: str | None = None) -> list[str]:
+    """The `statebed run` command line of one run of `exp` (the checkpoint on S3 when storage is s3;
+    `master`: submit to that cluster, e.g. k8s://..., instead of starting one)."""
     cmd = [sys.executable, "-m", "statebed_cli.main", "run", "--run-dir", str(run_dir), "--no-verify", "--json"]
+    cmd += [] if master is None else ["--master", master]
     if resume:
         return [*cmd, "--resume"]
     cmd += ["--seed", str(seed), "--workload", exp.workload, "--cluster", exp.cluster, "--workers", str(exp.workers)]
@@ -215,7 +230,14 @@ def _add_processes(path: Path, procs: list[dict[str, Any]]) -> None:
 
 
 def _baseline(
-    exp: Experiment, seed: int, out: Path, env: dict[str, str], s3: S3Settings | None, say: _Progress, cache: dict[Any, Any] | None
+    exp: Experiment,
+    seed: int,
+    out: Path,
+    env: dict[str, str],
+    s3: S3Settings | None,
+    say: _Progress,
+    cache: dict[Any, Any] | None,
+    master: str | None = None,
 ) -> Baseline | None:
     if "baseline" not in exp.verifiers:
         return None
@@ -227,7 +249,7 @@ def _baseline(
     say("baseline: the same run without faults")
     env = {**env, CONTROL_ENV: str(run_dir / "failpoints" / "control.json")}
     ex = _launch(
-        job_command(exp, seed, run_dir),
+        job_command(exp, seed, run_dir, master=master),
         env,
         run_dir,
         out / "logs" / "baseline",
@@ -259,6 +281,7 @@ def _faulted_run(
     nemesis: Nemesis,
     say: _Progress,
     out: Path,
+    master: str | None = None,
 ) -> list[DriverExit]:
     """Drivers until one finishes, restarting with --resume after a death when a fault restarts drivers."""
     env = {**env, CONTROL_ENV: str(control.path)}
@@ -266,7 +289,7 @@ def _faulted_run(
     exits: list[DriverExit] = []
     nemesis.start()
     while True:
-        cmd = job_command(exp, seed, run_dir, resume=bool(exits))
+        cmd = job_command(exp, seed, run_dir, resume=bool(exits), master=master)
         ex = _launch(cmd, env, run_dir, out / "logs" / f"faulted-{len(exits)}", history, say, deadline)
         exits.append(ex)
         if ex.code == 0 or ex.timed_out:

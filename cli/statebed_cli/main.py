@@ -16,10 +16,10 @@ from collections.abc import Sequence
 from statebed_store.errors import ProtocolViolationError, RunFailedError, StatebedError
 from statebed_store.log import get_logger, setup_logging
 
-from .commands import chaos, cluster, demo, dump, ls, plan, proxy, run, verify
+from .commands import chaos, cluster, demo, diff, dump, load, ls, plan, proxy, report, rewind, run, verify
 from .common import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_PROTOCOL, EXIT_RUN_FAILED, EXIT_UNUSABLE
 
-COMMANDS = (run, verify, cluster, plan, ls, dump, demo, proxy, chaos)
+COMMANDS = (run, verify, cluster, plan, ls, dump, diff, rewind, demo, proxy, chaos, report, load)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -37,11 +37,19 @@ class JobOptions:
     workers: int = 2  # standalone only
     checkpoint: str = "checkpoint"  # relative to the run directory, or a path / s3:// URL
     snapshot_interval: int = 10
+    hedge: str = "off"  # hedged create-only uploads: off | on | adaptive (StoreOptions.hedge)
     # Make attempt 0 of one task slow but alive after its commit ("batch:partition:ms"):
     # Spark then launches a speculative copy and both attempts write files.
     slow_task: str | None = None
     source: str = "generated"  # or "ingest": read what has landed in `landing` (see statebed_model.sources)
     landing: str | None = None  # the ingest landing area (a local directory: Spark reads its data/)
+    # A continuous ingest run (any stop condition set): micro-batches every `trigger_ms` over
+    # whatever has landed, until `duration_s` passed, `until_records` were committed or
+    # `stop_file` exists; then it drains what has landed and stops.
+    duration_s: float | None = None
+    until_records: int | None = None
+    stop_file: str | None = None
+    trigger_ms: int = 500
     extra_conf: dict[str, str] = field(default_factory=dict)
     # Every random choice of a task derives from (seed, batch, partition, attempt), so a run
     # replays; None draws one (saved in run.json). Checkpoint ids stay random: they must be unique.
@@ -50,6 +58,8 @@ class JobOptions:
     def __post_init__(self) -> None:
         if self.mode not in ("v2", "v1", "native"):
             raise UsageError(f"mode must be v2, v1 or native, got {self.mode!r}")
+        if self.hedge not in ("off", "on", "adaptive"):
+            raise UsageError(f"--hedge must be off, on or adaptive, got {self.hedge!r}")
         if self.cluster not in ("local", "standalone"):
             raise UsageError(f"cluster must be local or standalone, got {self.cluster!r}")
         for name in ("batches", "partitions", "rows_per_batch", "keyspace", "workers", "snapshot_interval"):
@@ -77,6 +87,23 @@ class JobOptions:
             raise UsageError(f"--source must be generated or ingest, got {self.source!r}")
         if (self.source == "ingest") != (self.landing is not None):
             raise UsageError("--source ingest needs --landing DIR (and --landing needs --source ingest)")
+        self._check_continuous()
+
+    def _check_continuous(self) -> None:
+        if self.continuous and self.source != "ingest":
+            raise UsageError("--duration, --until-records and --stop-file need --source ingest")
+        d, n = self.duration_s, self.until_records
+        if d is not None and (not isinstance(d, int | float) or isinstance(d, bool) or not 0 < d < 1e7):
+            raise UsageError(f"--duration must be a number of seconds > 0, got {d!r}")
+        if n is not None and (not isinstance(n, int) or isinstance(n, bool) or n < 1):
+            raise UsageError(f"--until-records must be an integer >= 1, got {n!r}")
+        if not isinstance(self.trigger_ms, int) or isinstance(self.trigger_ms, bool) or not 0 < self.trigger_ms <= 3_600_000:
+            raise UsageError(f"--trigger-ms must be 1..3600000, got {self.trigger_ms!r}")
+
+    @property
+    def continuous(self) -> bool:
+        """Batches over what keeps landing until a stop condition (else: the files there at start)."""
+        return self.duration_s is not None or self.until_records is not None or self.stop_file is not None
 
     def slow_task_spec(self) -> tuple[int, int, int] | None:
         if self.slow_task is None:

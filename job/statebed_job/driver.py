@@ -31,6 +31,8 @@ from statebed_store.commitlog import base_commit
 from statebed_store.errors import BaseIdMismatchError, ProtocolViolationError, StatebedError
 from statebed_store.log import get_logger, kv
 from statebed_store.storage.base import Storage
+from statebed_store.storage.hedge import hedged, take_uploads
+from statebed_store.storage.upload_stats import merge_uploads, summarize_uploads
 
 from .config import JobOptions
 from .task import TaskResult, TaskSpec
@@ -65,9 +67,13 @@ class BatchDriver:
         self.opts = opts
         self.storage = storage
         self.s3 = s3
-        self.log = CommitLog(storage)
         self.workload = get_workload(opts.workload)
-        self.store_options = StoreOptions(format="v1" if opts.mode == "v1" else "v2", snapshot_interval=opts.snapshot_interval)
+        self.store_options = StoreOptions(
+            format="v1" if opts.mode == "v1" else "v2",
+            snapshot_interval=opts.snapshot_interval,
+            hedge=opts.hedge,  # type: ignore[arg-type]  # checked by JobOptions
+        )
+        self.log = CommitLog(hedged(storage, self.store_options))  # commit-log writes timed (and hedged if asked)
         # The first error of ours a batch raised: Spark wraps it in its own, the runner reports this one.
         self.failure: StatebedError | None = None
 
@@ -113,6 +119,7 @@ class BatchDriver:
         self.run.stage_output(batch_id, outputs)
         ids = {OPERATOR: [[r.checkpoint_id] for r in chosen]} if self.opts.mode != "v1" else None
         self.log.write(batch_id, ids)
+        committed_at = time.time()  # the point of no return: ingest->commit latency ends here
         self._publish(batch_id, outputs)
         t_end = time.perf_counter()
         seconds = t_end - t0
@@ -127,7 +134,12 @@ class BatchDriver:
                 "commit_s": round(t_end - t_tasks, 4),  # staging, commit log, sink
                 "attempts": [r.attempt for r in chosen],
                 "task_seconds": [round(r.seconds, 4) for r in chosen],  # inside each task: load, apply, commit
-                "task_phases": [r.phases for r in chosen],
+                "task_phases": [{k: v for k, v in r.phases.items() if k != "uploads"} for r in chosen],
+                # per kind: n, p50/p90/p99/p999/max ms, hedges sent and won, raw samples (`ms`)
+                "uploads": summarize_uploads(
+                    merge_uploads([*(r.phases.get("uploads", {}) for r in chosen), take_uploads(self.log.storage)])
+                ),
+                "committed_at": committed_at,  # epoch seconds
             }
         )
         log.info("batch committed", extra=kv(batch=batch_id, records=table.num_rows, seconds=round(seconds, 3)))

@@ -43,26 +43,28 @@ __all__ = ["start_query"]
 OnBatch = Callable[[BatchOutcome], None]
 
 
-def _source(spark: SparkSession, source: Source) -> DataFrame:
-    return spark.readStream.schema("id long, key long, value long").option("maxFilesPerTrigger", 1).parquet(str(source.stream_dir()))
+def _source(spark: SparkSession, source: Source, opts: JobOptions) -> DataFrame:
+    """One file per batch; a continuous run takes every file landed since the last batch."""
+    reader = spark.readStream.schema("id long, key long, value long")
+    if not opts.continuous:
+        reader = reader.option("maxFilesPerTrigger", 1)
+    return reader.parquet(str(source.stream_dir()))
 
 
 def start_query(
     spark: SparkSession, run: RunDir, opts: JobOptions, source: Source, driver: BatchDriver | None, on_batch: OnBatch
 ) -> StreamingQuery:
     if opts.mode == "native":
-        df = _native_transform(_source(spark, source), opts)
+        df = _native_transform(_source(spark, source, opts), opts)
         handler = partial(_native_batch, run, opts, source, on_batch)
         writer = df.writeStream.outputMode("update").foreachBatch(handler)
     else:
         assert driver is not None
-        writer = _source(spark, source).writeStream.foreachBatch(partial(_statebed_batch, driver, on_batch))
-    return (
-        writer.option("checkpointLocation", str(run.spark_checkpoint))
-        .queryName(f"statebed-{opts.workload}-{opts.mode}")
-        .trigger(availableNow=True)
-        .start()
-    )
+        writer = _source(spark, source, opts).writeStream.foreachBatch(partial(_statebed_batch, driver, on_batch))
+    writer = writer.option("checkpointLocation", str(run.spark_checkpoint)).queryName(f"statebed-{opts.workload}-{opts.mode}")
+    if opts.continuous:
+        return writer.trigger(processingTime=f"{opts.trigger_ms} milliseconds").start()
+    return writer.trigger(availableNow=True).start()
 
 
 # -- statebed mode ------------------------------------------------------------------------------
@@ -104,5 +106,7 @@ def _native_batch(run: RunDir, opts: JobOptions, source: Source, on_batch: OnBat
     run.write_input(batch_id, inputs)
     run.write_output(batch_id, table)
     seconds = time.perf_counter() - t0
-    run.append_timing({"batch": batch_id, "status": "committed", "seconds": round(seconds, 4), "records": inputs.num_rows})
+    run.append_timing(
+        {"batch": batch_id, "status": "committed", "seconds": round(seconds, 4), "records": inputs.num_rows, "committed_at": time.time()}
+    )
     on_batch(BatchOutcome(batch_id, "committed", inputs.num_rows, seconds))

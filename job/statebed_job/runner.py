@@ -10,12 +10,13 @@ clear error and nothing else.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import statistics
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TextIO
@@ -133,6 +134,7 @@ def run_job(
     master: str | None = None,
     s3: S3Settings | None = None,
     progress: bool = True,
+    metrics_port: int | None = None,
 ) -> RunSummary:
     run = RunDir(run_dir or default_run_dir(opts))
     if resume:
@@ -169,7 +171,10 @@ def run_job(
     if opts.mode != "native":
         _check_checkpoint(storage, run, opts, resume)
     source = open_source(info, run, s3)
-    opts = replace(opts, batches=source.prepare(opts.batches))  # ingest: the files that have landed
+    if opts.continuous:
+        Path(source.stream_dir()).mkdir(parents=True, exist_ok=True)  # Spark needs the directory; files come later
+    else:
+        opts = replace(opts, batches=source.prepare(opts.batches))  # ingest: the files that have landed
     info.params = opts.to_json()
     if not resume:
         run.create(info)
@@ -178,13 +183,21 @@ def run_job(
     bar = _Progress(opts.batches, enabled=progress)
     statuses: dict[str, int] = {}
 
+    metrics = _start_metrics(run, metrics_port)
+
     def on_batch(outcome: BatchOutcome) -> None:
         statuses[outcome.status] = statuses.get(outcome.status, 0) + 1
         bar(outcome)
+        if metrics is not None:
+            metrics(outcome)
 
     t0 = time.perf_counter()
-    with _master(opts, run, master) as master_url:
-        progress_rows = _stream(run, opts, source, storage, s3, master_url, on_batch)
+    try:
+        with _master(opts, run, master) as master_url:
+            progress_rows = _stream(run, opts, source, storage, s3, master_url, on_batch, lambda: bar.records)
+    finally:
+        if metrics is not None:
+            metrics.close()
     seconds = time.perf_counter() - t0
     durations = [p["durationMs"]["triggerExecution"] / 1000 for p in progress_rows if "durationMs" in p]
     records = bar.records  # Spark's numInputRows counts a source read twice in statebed mode (input log + tasks)
@@ -206,6 +219,19 @@ def run_job(
     )
     log.info("run finished", extra=kv(run=str(run.root), seconds=summary.seconds))
     return summary
+
+
+def _start_metrics(run: RunDir, port: int | None) -> Any:
+    """The driver's /metrics on loopback (port 0: any free one), its URL in `<run>/driver-metrics.json`."""
+    if port is None:
+        return None
+    from .metrics import DriverMetrics
+
+    m = DriverMetrics(port)
+    url = f"http://127.0.0.1:{m.server.server_port}/metrics"
+    run.storage.write("driver-metrics.json", json.dumps({"url": url}).encode())
+    log.info("driver metrics", extra=kv(url=url))
+    return m
 
 
 def _spark_error(e: BaseException, what: str, driver: BatchDriver | None = None) -> StatebedError:
@@ -236,7 +262,14 @@ def _source_description(opts: JobOptions) -> dict[str, Any]:
 
 
 def _stream(
-    run: RunDir, opts: JobOptions, source: Source, storage: Storage, s3: S3Settings | None, master_url: str, on_batch: Any
+    run: RunDir,
+    opts: JobOptions,
+    source: Source,
+    storage: Storage,
+    s3: S3Settings | None,
+    master_url: str,
+    on_batch: Any,
+    committed: Callable[[], int],
 ) -> list[dict[str, Any]]:
     """Start the session and the query, wait until every batch ran, stop the session."""
     from .session import build_session, failpoint_control
@@ -254,7 +287,10 @@ def _stream(
         driver = None if opts.mode == "native" else BatchDriver(run, opts, storage, s3)
         query = start_query(spark, run, opts, source, driver, on_batch)
         try:
-            query.awaitTermination()
+            if opts.continuous:
+                _until_stopped(query, opts, committed)
+            else:
+                query.awaitTermination()
         except KeyboardInterrupt:
             query.stop()
             raise
@@ -269,6 +305,22 @@ def _stream(
         failpoints.use_control(previous_control)
         close_providers()
         spark.stop()
+
+
+def _until_stopped(query: Any, opts: JobOptions, committed: Callable[[], int]) -> None:
+    """A continuous run: wait for a stop condition, then drain what has landed and stop the query."""
+    deadline = None if opts.duration_s is None else time.monotonic() + opts.duration_s
+    stop_file = None if opts.stop_file is None else Path(opts.stop_file)
+    while not query.awaitTermination(0.2):  # raises if the query failed
+        if (
+            (deadline is not None and time.monotonic() >= deadline)
+            or (stop_file is not None and stop_file.exists())
+            or (opts.until_records is not None and committed() >= opts.until_records)
+        ):
+            log.info("stop condition met: draining what has landed", extra=kv(stop_file=str(stop_file)))
+            query.processAllAvailable()
+            query.stop()
+            return
 
 
 def _p99(xs: list[float]) -> float:

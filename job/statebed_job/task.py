@@ -24,6 +24,7 @@ from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -33,6 +34,7 @@ from statebed_model.rundir import INPUT_SCHEMA
 from statebed_model.workloads import TaskContext, get_workload
 from statebed_store import S3Settings, StateStoreProvider, StoreId, StoreOptions, failpoints, open_storage
 from statebed_store.log import get_logger, kv
+from statebed_store.storage.hedge import take_uploads
 
 __all__ = [
     "RESULT_DDL",
@@ -100,7 +102,7 @@ class TaskResult:
     attempt: str
     seconds: float
     outputs: pa.Table
-    phases: dict[str, float] = field(default_factory=dict)
+    phases: dict[str, Any] = field(default_factory=dict)  # seconds and counts; "uploads": upload_stats samples
 
 
 def table_to_ipc(table: pa.Table) -> bytes:
@@ -231,12 +233,13 @@ def _load_apply_commit(spec: TaskSpec, partition: int, records: pa.Table, attemp
         t_apply = time.perf_counter()
         result = txn.commit()
     t_commit = time.perf_counter()
-    phases = {
+    phases: dict[str, Any] = {
         "load_s": round(t_load - t0, 4),
         "apply_s": round(t_apply - t_load, 4),
         "commit_s": round(t_commit - t_apply, 4),
         "cache_hit": float(provider.metrics.cache_hits > hits),
         "records": float(records.num_rows),
+        "uploads": take_uploads(provider.storage),  # this process's uploads since the last task: the changelog, snapshots
     }
     if spec.slow is not None and spec.slow[:2] == (spec.batch_id, partition) and attempt == 0:
         log.warning("slow task (--slow-task): sleeping after commit", extra=kv(batch=spec.batch_id, partition=partition, ms=spec.slow[2]))

@@ -28,6 +28,7 @@ from __future__ import annotations
 import json
 import os
 import posixpath
+import threading
 import time
 from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass, field
@@ -213,8 +214,12 @@ class IngestSource(Source):
 
     kind = "ingest"
 
+    ID_STRIDE = 1 << 20  # records a file may hold when `land` assigns ids: id = seq * ID_STRIDE + i
+
     def __init__(self, landing: Storage) -> None:
         self.landing = landing
+        self._lock = threading.Lock()
+        self._next: int | None = None  # the next sequence number to try (None: list the landing area)
 
     def describe(self) -> dict[str, Any]:
         return {"kind": self.kind, "landing": self.landing.url}
@@ -244,21 +249,34 @@ class IngestSource(Source):
         return n
 
     def land(self, records: pa.Table) -> Ack:
-        """Write one ingest batch durably, then acknowledge it; the ack is returned only after both."""
-        table = records.select(INPUT_SCHEMA.names).cast(INPUT_SCHEMA)
-        data = table_bytes(table)
-        seq = (self.landed() or [-1])[-1] + 1
+        """Write one ingest batch durably, then acknowledge it; the ack is returned only after both.
+
+        Records without an `id` column get `seq * ID_STRIDE + i`: unique across writers and
+        restarts, since each file's seq is claimed create-only. Safe to call from many threads.
+        """
+        if "id" not in records.column_names and records.num_rows > self.ID_STRIDE:
+            raise UsageError(f"an ingest batch holds at most {self.ID_STRIDE} records, got {records.num_rows}")
         while True:
+            seq = self._claim()
+            table = _with_ids(records, seq * self.ID_STRIDE)
             try:
-                self.landing.write(self.data_name(seq), data, create_only=True)
+                self.landing.write(self.data_name(seq), table_bytes(table), create_only=True)
                 break
             except AlreadyExistsError:
-                seq += 1  # another writer took this number: take the next
+                with self._lock:
+                    self._next = None  # another writer took this number: look again
         stamp = time.time()
         at = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(stamp)) + f".{int(stamp % 1 * 1e6):06d}Z"
         ack = Ack(seq, self.data_name(seq), table["id"].to_pylist(), at)
         self.landing.write(self.ack_name(seq), json.dumps(ack.to_json()).encode(), create_only=True)
         return ack
+
+    def _claim(self) -> int:
+        with self._lock:
+            if self._next is None:
+                self._next = (self.landed() or [-1])[-1] + 1
+            seq, self._next = self._next, self._next + 1
+            return seq
 
     def acks(self) -> list[Ack]:
         return [self._read_ack(f.name) for f in sorted(self.landing.list("acks"), key=lambda f: f.name) if f.name.endswith(".json")]
@@ -323,6 +341,13 @@ class IngestSource(Source):
                 f"committed batches read {len(read_by)} landed file(s) that were never acknowledged (seq {sorted(read_by)[:10]})"
             )
         return truth
+
+
+def _with_ids(records: pa.Table, first: int) -> pa.Table:
+    """`records` as INPUT_SCHEMA, with ids `first, first+1, …` when it has none."""
+    if "id" not in records.column_names:
+        records = records.append_column("id", pa.array(range(first, first + records.num_rows), pa.int64()))
+    return records.select(INPUT_SCHEMA.names).cast(INPUT_SCHEMA)
 
 
 def _lost(ack: Ack, detail: str, ids: list[int] | None = None, batches: list[int] | None = None) -> Finding:

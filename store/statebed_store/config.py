@@ -31,6 +31,7 @@ from .lineage import CheckpointRef, lineage_to_json
 __all__ = ["MAX_SNAPSHOT_INTERVAL", "S3Settings", "StoreOptions", "default_local_dir", "env"]
 
 Format = Literal["v1", "v2"]
+HedgeMode = Literal["off", "on", "adaptive"]
 
 
 def env(name: str, default: str = "") -> str:
@@ -90,6 +91,18 @@ class StoreOptions:
     lock_timeout_s: float = 120.0
     lz4_block_size: int = 32 * 1024
     local_dir: Path = field(default_factory=default_local_dir)
+    # Hedged create-only uploads (`storage/hedge.py`): "off" (only measured), "on" (a second PUT
+    # after `hedge_delay_s`), "adaptive" (after the running `hedge_quantile` of recent uploads of
+    # that kind, within [hedge_min_delay_s, hedge_max_delay_s]; `hedge_delay_s` until it has data).
+    hedge: HedgeMode = "off"
+    hedge_delay_s: float = 0.2
+    hedge_quantile: float = 0.97  # hedges ≈ 3 % of uploads: within the budget, so a stall finds a token
+    hedge_min_delay_s: float = 0.02
+    hedge_max_delay_s: float = 2.0
+    # At most this fraction of uploads gets a hedge (a token bucket; "The Tail at Scale").
+    hedge_budget: float = 0.05
+    # Snapshot files are big: hedging them doubles their bytes on the wire. Off unless asked.
+    hedge_snapshots: bool = False
 
     def __post_init__(self) -> None:
         if self.format not in ("v1", "v2"):
@@ -105,6 +118,23 @@ class StoreOptions:
         _int("lz4_block_size", self.lz4_block_size, 1024, 32 * 1024 * 1024)
         if not isinstance(self.local_dir, (str, os.PathLike)) or not str(self.local_dir):
             raise UsageError(f"StoreOptions.local_dir must be a directory path, got {self.local_dir!r}")
+        self._check_hedge()
+
+    def _check_hedge(self) -> None:
+        if self.hedge not in ("off", "on", "adaptive"):
+            raise UsageError(f"StoreOptions.hedge must be 'off', 'on' or 'adaptive', got {self.hedge!r}")
+        for name in ("hedge_delay_s", "hedge_min_delay_s", "hedge_max_delay_s"):
+            _seconds(name, getattr(self, name), 600.0)
+        if self.hedge_min_delay_s > self.hedge_max_delay_s:
+            raise UsageError(
+                f"StoreOptions.hedge_min_delay_s ({self.hedge_min_delay_s}) must not exceed hedge_max_delay_s ({self.hedge_max_delay_s})"
+            )
+        for name in ("hedge_quantile", "hedge_budget"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 < value < 1:
+                raise UsageError(f"StoreOptions.{name} must be a fraction in (0, 1), got {value!r}")
+        if not isinstance(self.hedge_snapshots, bool):
+            raise UsageError(f"StoreOptions.hedge_snapshots must be True or False, got {self.hedge_snapshots!r}")
 
     def with_(self, **changes: object) -> StoreOptions:
         return replace(self, **changes)  # type: ignore[arg-type]

@@ -41,6 +41,7 @@ __all__ = [
     "fsync_dir",
     "link_or_copy",
     "local_root",
+    "move_durably",
     "new_pending_dir",
     "read_checkpoint_dir",
     "remove_dead_pending",
@@ -87,6 +88,17 @@ def atomic_write(path: Path, data: bytes, *, create_only: bool = False) -> None:
             tmp.unlink()
         except OSError:
             pass
+
+
+def move_durably(src: Path, dst: Path) -> None:
+    """Rename `src` to `dst` (same file system), both directories fsynced, so a crash after
+    the return cannot bring the old name back. `dst` must not exist; OSError as raised."""
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    if dst.exists():
+        raise FileExistsError(errno.EEXIST, "already exists", str(dst))
+    os.rename(src, dst)
+    fsync_dir(dst.parent)
+    fsync_dir(src.parent)
 
 
 def remove_tree(path: Path) -> None:

@@ -37,8 +37,10 @@ __all__ = [
     "LOCK_FILE",
     "LOGS_DIR",
     "METADATA_DIR",
+    "OFFSETS_DIR",
     "PENDING_DIR",
     "SNAPSHOT",
+    "SOURCES_DIR",
     "SST_CACHE_DIR",
     "SST_DIR",
     "STATE_DIR",
@@ -47,6 +49,7 @@ __all__ = [
     "StoreId",
     "check_id",
     "commit_path",
+    "hadoop_crc_name",
     "is_sst",
     "is_valid_id",
     "new_checkpoint_id",
@@ -66,6 +69,8 @@ CHANGELOG: Literal["changelog"] = "changelog"
 SNAPSHOT: Literal["zip"] = "zip"
 SST_DIR = "SSTs"
 COMMITS_DIR = "commits"
+OFFSETS_DIR = "offsets"  # Spark's offset log of a query checkpoint (beside its commits/)
+SOURCES_DIR = "sources"  # Spark's per-source metadata logs of a query checkpoint
 STATE_DIR = "state"
 DEFAULT_STORE = "default"
 CRC_SUFFIX = ".crc"
@@ -173,6 +178,11 @@ def private_dir_name(store_name: str, pid: int) -> str:
 
 def sidecar_name(name: str) -> str:
     return name + CRC_SUFFIX
+
+
+def hadoop_crc_name(name: str) -> str:
+    """The hidden checksum file Hadoop's checksummed file system writes beside `name` (`.<name>.crc`)."""
+    return f".{name}{CRC_SUFFIX}"
 
 
 def sidecar_main(name: str) -> str | None:

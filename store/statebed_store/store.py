@@ -48,6 +48,7 @@ from .plan import LoadPlan, SnapshotUnusable, check_link, plan_with_fallback
 from .publish import publish_state_file
 from .snapshot import ImmutableFile
 from .storage.base import Storage
+from .storage.hedge import hedged
 from .store_files import HeaderCache, StoreFiles
 from .unpack import open_snapshot, unpack_snapshot
 from .uploader import PendingSnapshot, SnapshotUploader, SstRegistry, default_uploader, upload_snapshot
@@ -116,9 +117,9 @@ class StateStoreProvider:
         cache: HeaderCache | None = None,
         executor_id: str = "driver",
     ) -> None:
-        self.storage = storage
-        self.store = store
         self.options = options or StoreOptions()
+        self.storage = hedged(storage, self.options)  # uploads timed per kind; hedged if the options say so
+        self.store = store
         self.uploader = uploader or default_uploader()
         self.cache = HeaderCache() if cache is None else cache  # an empty cache passed in is still shared
         self.executor_id = executor_id

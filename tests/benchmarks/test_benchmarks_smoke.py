@@ -144,6 +144,50 @@ def test_job_throughput(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
     }
 
 
+@pytest.mark.slow
+def test_chaos_overhead(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Starts Spark: one plain run and one fault-free experiment, each its own process, both valid."""
+    res = run("chaos_overhead", tmp_path, capsys)
+    m = res["metrics"]
+    assert m["valid"] is True and set(m["runs"]) == {"run", "experiment"}
+    assert all(len(rs) == 1 and rs[0]["wall_s"] > 0 for rs in m["runs"].values())
+    (ratio,) = res["ratios"]
+    assert ratio["name"] == "experiment/run wall (harness overhead)"
+    assert ratio["value"] == pytest.approx(m["median_wall_s"]["experiment"] / m["median_wall_s"]["run"])
+
+
+@pytest.mark.s3
+@pytest.mark.slow
+def test_hedged_commit(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Starts SeaweedFS and the proxy: both phases, both arms, every number present (storage is not local)."""
+    returned = load("hedged_commit").main(["--quick", "--json", "--workdir", str(tmp_path)])
+    res = json.loads(capsys.readouterr().out)
+    assert res["benchmark"] == returned["benchmark"] == "hedged_commit" and res["mode"] == "quick"
+    phases = res["metrics"]["phases"]
+    assert set(phases) == {"fault-free", "latency toxic"}
+    for by_arm in phases.values():
+        assert set(by_arm) == {"off", "adaptive"}
+        for arm, r in by_arm.items():
+            assert r["commits"] == 20 and 0 < r["p50_ms"] <= r["p99_ms"] <= r["p999_ms"] <= r["max_ms"]
+            assert r["uploads"] == 3 * 20  # changelog, sidecar, commit-log entry per commit
+            assert set(r["per_kind"]) == {"changelog", "commit_log"}
+            if arm == "off":
+                assert r["hedges_sent"] == 0 and r["extra_requests"] == 0
+    gated = {r["name"] for r in res["ratios"] if r["goal_op"] is not None}
+    assert gated >= {"p999 hedged/unhedged (toxic)", "p50 hedged/unhedged (toxic)", "extra requests hedged (toxic)"}
+    assert all(math.isfinite(r["value"]) and r["value"] > 0 for r in res["ratios"])
+    assert list(tmp_path.iterdir()) == [], "the work directory is cleaned up"
+
+
+@pytest.mark.slow
+def test_load_knee(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    res = run("load_knee", tmp_path, capsys, "--formats", "v2", "--steps", "2", "--duration", "5", "--faults", "none")
+    (row,) = res["metrics"]["sweeps"]["v2"]
+    assert row["valid"] is True and row["acknowledged"] > 0 and row["lost"] == 0
+    assert 0 < row["p50"] <= row["p99"] and row["events_per_s"] > 0
+    assert [r["met"] for r in res["ratios"] if r["goal_op"] is not None] == [True]  # every acknowledged event committed once
+
+
 def test_every_benchmark_has_a_smoke_test() -> None:
     scripts = {p.stem for p in BENCH_DIR.glob("*.py")} - {"benchlib", "run_all"}
     tested = {name.removeprefix("test_") for name in globals() if name.startswith("test_")}

@@ -33,6 +33,7 @@ from statebed_cli.commands import chaos_matrix
 Capsys = pytest.CaptureFixture[str]
 Key = tuple[str, str, str]  # (fault, workload, format)
 RUN_KEYS = {"fault", "workload", "format", "seed", "valid", "anomalies", "faults_fired", "baseline_equal", "run_dir"}
+RUN_KEYS |= {"cell", "seconds", "observed"}  # what the matrix report reads: the cell's name, its wall time, what its history showed
 BASE = Experiment(batches=4, rows_per_batch=100, keyspace=10)
 
 
@@ -214,7 +215,8 @@ def test_valid_cells_are_removed_failing_ones_kept_and_replayable(tmp_path: Path
     code = chaos_matrix.run(cli_args("--quick", "--out", str(out)), run_cell=StandIn(verdicts))
     text = capsys.readouterr().out
     assert code == 1
-    assert sorted(p.name for p in out.iterdir()) == ["restart-driver-sample3-v2-s1", "zombie-upload-sample3-v1-s1"]
+    assert sorted(p.name for p in out.iterdir() if p.is_dir()) == ["restart-driver-sample3-v2-s1", "zombie-upload-sample3-v1-s1"]
+    assert json.loads((out / "matrix.json").read_text())["summary"]["exit_code"] == 1  # the record `statebed report` reads
     for name in ("zombie-upload-sample3-v1-s1", "restart-driver-sample3-v2-s1"):
         yaml_path = out / name / "experiment.yaml"
         assert f"statebed chaos run {yaml_path} --seed 1" in text
@@ -244,7 +246,7 @@ def test_keep_keeps_every_cell(tmp_path: Path, capsys: Capsys) -> None:
         run_cell=StandIn(verdicts),
     )
     doc = json.loads(capsys.readouterr().out)
-    assert code == 0 and len(list(out.iterdir())) == 2
+    assert code == 0 and len([p for p in out.iterdir() if p.is_dir()]) == 2
     assert all(r["run_dir"] and Path(r["run_dir"]).is_dir() for r in doc["runs"])
 
 

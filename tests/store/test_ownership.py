@@ -24,7 +24,15 @@ from statebed_store.naming import PENDING_DIR, SNAPSHOT
 from statebed_store.store_files import StoreFiles
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ["store/statebed_store", "model/statebed_model", "job/statebed_job", "chaos/statebed_chaos", "cli/statebed_cli"]
+PACKAGES = [
+    "store/statebed_store",
+    "model/statebed_model",
+    "job/statebed_job",
+    "chaos/statebed_chaos",
+    "loadtests/statebed_load",
+    "report/statebed_report",
+    "cli/statebed_cli",
+]
 
 
 def sources() -> Iterator[tuple[Path, ast.Module]]:

@@ -28,7 +28,7 @@ from typing import Any, ClassVar, TypeVar
 from statebed_model.eventlog import EventLog, read_event_log
 from statebed_model.rundir import RunDir
 from statebed_store.failpoint_control import Control
-from statebed_store.naming import commit_path
+from statebed_store.naming import OFFSETS_DIR, commit_path
 
 from ..history import History
 from ..targets.base import Targets
@@ -108,7 +108,7 @@ class FaultContext:
 
     def batch_started(self, batch: int) -> bool:
         """Spark wrote offsets/<batch>: the micro-batch is planned, its tasks follow."""
-        return (self.spark_checkpoint / "offsets" / str(batch)).exists()
+        return (self.spark_checkpoint / OFFSETS_DIR / str(batch)).exists()
 
     def batch_committed(self, batch: int) -> bool:
         """Spark wrote commits/<batch> (its own commit, the last step of a batch)."""

@@ -112,7 +112,8 @@ class Link:
                     self._flush(pending, dst, active, sent, until=None)
                     dst.shutdown(socket.SHUT_WR)
                     return None
-                pending.append((time.monotonic() + self._delay(active.get("latency"), len(data)), data))
+                delay = self._delay(active.get("latency"), len(data)) + self._tail_delay(active.get("tail_latency"), len(data))
+                pending.append((time.monotonic() + delay, data))
             if not self._flush(pending, dst, active, sent, until=time.monotonic()):
                 return None
         return None
@@ -126,6 +127,17 @@ class Link:
         jitter = t.attr("jitter")
         ms = t.attr("latency") + (self._rng.uniform(-jitter, jitter) if jitter else 0.0)
         self._record(t, nbytes)
+        return max(0.0, ms / 1000)
+
+    def _tail_delay(self, t: Toxic | None, nbytes: int) -> float:
+        """tail_latency: latency ± jitter + Pareto(2) tail scaled by `tail`; a `stall` on `stall_permille` of chunks."""
+        if t is None:
+            return 0.0
+        ms = self._delay(t, nbytes) * 1000
+        if t.attr("tail"):
+            ms += t.attr("tail") * ((1.0 - self._rng.random()) ** -0.5 - 1.0)
+        if t.attr("stall_permille") and self._rng.random() * 1000 < t.attr("stall_permille"):
+            ms += t.attr("stall")
         return max(0.0, ms / 1000)
 
     def _flush(

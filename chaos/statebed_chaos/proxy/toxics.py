@@ -1,6 +1,7 @@
 """Toxics as Toxiproxy (v2) defines them: a type, a stream, a toxicity and typed attributes.
 
-Only the toxics the storage faults use exist here; an unknown type or a bad attribute is a
+Only the toxics the storage faults use exist here, plus `tail_latency` (ours: a heavy-tailed
+latency with rare stalls, for the hedging benchmark); an unknown type or a bad attribute is a
 `ToxicError` (the API answers 400). Defaults and units follow Toxiproxy's README: times in ms,
 `bandwidth.rate` in KB/s (1000 bytes), `limit_data.bytes` in bytes.
 """
@@ -17,6 +18,9 @@ __all__ = ["STREAMS", "TYPES", "Toxic", "ToxicError", "ToxicSet", "parse_toxic"]
 STREAMS = ("upstream", "downstream")  # upstream: client -> server, downstream: server -> client
 TYPES: dict[str, dict[str, int]] = {  # type -> attribute defaults (all integers, like Toxiproxy)
     "latency": {"latency": 0, "jitter": 0},
+    # Ours, not Toxiproxy's: latency ± jitter, plus a heavy tail (Pareto, shape 2, scale `tail` ms)
+    # and a stall of `stall` ms on `stall_permille` of the chunks: storage shaped like seed 001's S3.
+    "tail_latency": {"latency": 0, "jitter": 0, "tail": 0, "stall": 0, "stall_permille": 0},
     "bandwidth": {"rate": 0},
     "timeout": {"timeout": 0},
     "reset_peer": {"timeout": 0},

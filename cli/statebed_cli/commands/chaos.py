@@ -16,8 +16,10 @@ from pathlib import Path
 from statebed_chaos.experiment import load_experiment
 from statebed_chaos.runner import ExperimentResult, run_experiment
 
+from ..backend import add_backend_arg, k8s_settings
 from ..common import non_negative_int
 from . import chaos_matrix
+from .report import default_report
 
 # The hook for more `statebed chaos X` subcommands: each module's `add_parser(chaos_subparsers)`
 # registers one (`run` is this module's own).
@@ -39,17 +41,22 @@ def _add_run(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--seed", type=non_negative_int, default=None, help="override the file's seed (default: the file's, else drawn)")
     p.add_argument("--out", type=Path, default=None, help="where the experiment's directory goes (default: runs/chaos/<time>-<name>)")
     p.add_argument("--json", action="store_true", help="print the result as JSON (progress stays on stderr)")
+    p.add_argument("--no-report", action="store_true", help="do not write report.html into the experiment's directory")
+    add_backend_arg(p)
     p.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
     exp = load_experiment(args.experiment)
     out = args.out or Path("runs") / "chaos" / f"{time.strftime('%Y%m%d-%H%M%S')}-{exp.name}"
-    result = run_experiment(exp, seed=args.seed, out_dir=out, progress=True)
+    result = run_experiment(exp, seed=args.seed, out_dir=out, progress=True, k8s=k8s_settings(args))
+    report = None if args.no_report else default_report("chaos run", result.run_dir)
     if args.json:
         print(json.dumps(result.to_json(), indent=2, default=str))
     else:
         _print(result)
+        if report is not None:
+            print(f"  report: {report}")
     return result.exit_code
 
 

@@ -8,15 +8,22 @@ count only with --strict-native), 1 otherwise, 2 unusable flags (one line naming
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
-from statebed_chaos.matrix import MatrixResult, RunCell, render_table, render_verdict, run_experiment_cell, run_matrix
+from statebed_chaos.experiment import Experiment
+from statebed_chaos.k8s_backend import K8sSettings
+from statebed_chaos.matrix import RECORD, MatrixResult, RunCell, render_table, render_verdict, run_experiment_cell, run_matrix
 from statebed_chaos.matrix_presets import PRESETS, plan_cells
+from statebed_chaos.runner import ExperimentResult, run_experiment
 from statebed_store.errors import UsageError
 
+from ..backend import add_backend_arg, k8s_settings
 from ..common import emit_json
+from .report import default_report
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -36,6 +43,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.add_argument("--keep", action="store_true", help="keep the directories of valid cells too")
     p.add_argument("--strict-native", action="store_true", help="native Spark cells that are not valid fail the exit code")
     p.add_argument("--json", action="store_true", help='machine-readable output: {"runs": [...], "summary": {...}}')
+    p.add_argument("--no-report", action="store_true", help="do not write report.html (the matrix's and each kept cell's)")
+    add_backend_arg(p)
     p.set_defaults(run=run)
 
 
@@ -55,10 +64,26 @@ def run(args: argparse.Namespace, run_cell: RunCell = run_experiment_cell) -> in
         raise UsageError(
             f"no cell of the selection applies: {'; '.join(f'{s.fault}/{s.workload}/{s.format}: {s.reason}' for s in skipped)}"
         )
+    k8s = k8s_settings(args)  # before the output directory: a bad environment leaves nothing behind
     out = _out_dir(args.out, preset.name)
+    if k8s is not None and run_cell is run_experiment_cell:
+        run_cell = _k8s_cell(k8s)
     result = run_matrix(cells, skipped, out, preset=preset.name, run_cell=run_cell, keep=args.keep, strict_native=args.strict_native)
+    (out / RECORD).write_text(json.dumps(result.to_json(), indent=2, default=str) + "\n")
+    report = None if args.no_report else default_report("chaos matrix", out)
     _report(result, as_json=args.json)
+    if report is not None:
+        print(f"report: {report}", file=sys.stderr if args.json else sys.stdout)
     return result.exit_code
+
+
+def _k8s_cell(k8s: K8sSettings) -> RunCell:
+    """The real cell on the Kubernetes backend."""
+
+    def cell(exp: Experiment, seed: int, out_dir: Path, baselines: dict[Any, Any]) -> ExperimentResult:
+        return run_experiment(exp, seed=seed, out_dir=out_dir, progress=True, baselines=baselines, k8s=k8s)
+
+    return cell
 
 
 def _positive(flag: str, text: str) -> int:

@@ -1,4 +1,4 @@
-"""`statebed dump`: the state of one store at a version, as JSON lines."""
+"""`statebed dump`: the state of one store (or every store) at a version or committed batch, as JSON lines."""
 
 from __future__ import annotations
 
@@ -6,33 +6,72 @@ import argparse
 import json
 import sys
 
+from statebed_store.errors import UsageError
 from statebed_store.inspection import dump_state, render_bytes, resolve_target
+from statebed_store.statediff import select_stores, state_at_batch
 
-from ..common import EXIT_OK, add_checkpoint_args, add_store_args, add_target_args, checked_target, open_checkpoint, store_from_args
+from ..common import (
+    EXIT_OK,
+    add_checkpoint_args,
+    add_store_args,
+    add_target_args,
+    checked_target,
+    non_negative_int,
+    open_checkpoint,
+    store_from_args,
+)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser(
         "dump",
-        help="print one store's state as JSON lines",
+        help="print one store's (or every store's) state as JSON lines",
         description='One JSON object per key, in key order: {"key": text} when the bytes are printable UTF-8, '
-        'else {"key_b64": base64}; likewise value/value_b64. Defaults to the latest committed version.',
+        'else {"key_b64": base64}; likewise value/value_b64. Defaults to the latest committed version. '
+        "Without --operator and --partition, every store at --batch (default: the latest), each line "
+        'prefixed with {"operator", "partition", "store"}.',
     )
     add_checkpoint_args(p)
-    add_store_args(p)
+    add_store_args(p, required=False)
     add_target_args(
         p, required=False, version_help="state version (default: latest committed)", id_help="checkpoint unique id (with --version)"
     )
+    p.add_argument("--batch", type=non_negative_int, help="the state committed batch B (version B+1, the id its commit names)")
     p.add_argument("--json", action="store_true", help="accepted for uniformity: the output is always JSON lines")
     p.set_defaults(run=run)
 
 
+def _line(key: bytes, value: bytes, where: dict[str, object] | None = None) -> str:
+    return json.dumps({**(where or {}), **render_bytes("key", key), **render_bytes("value", value)}) + "\n"
+
+
 def run(args: argparse.Namespace) -> int:
     version, checkpoint_id = checked_target(args)
+    if args.batch is not None and version is not None:
+        raise UsageError("--batch and --version are alternatives: give one")
     storage = open_checkpoint(args)
-    store = store_from_args(args)
-    ref = resolve_target(storage, store, version, checkpoint_id)
     out = sys.stdout
-    for key, value in dump_state(storage, store, ref):
-        out.write(json.dumps({**render_bytes("key", key), **render_bytes("value", value)}) + "\n")
+    if args.operator is None and args.partition is None:
+        if version is not None:
+            raise UsageError("--version needs --operator and --partition (ids differ per store); use --batch for every store")
+        batch = args.batch
+        for store in select_stores(storage, None, None, None):
+            _, items = (
+                state_at_batch(storage, store, batch)
+                if batch is not None
+                else (None, dump_state(storage, store, resolve_target(storage, store, None, None)))
+            )
+            where = {"operator": store.operator, "partition": store.partition, "store": store.store_name}
+            for key, value in items:
+                out.write(_line(key, value, where))
+        return EXIT_OK
+    if args.operator is None or args.partition is None:
+        raise UsageError("--operator and --partition go together (or omit both for every store)")
+    store = store_from_args(args)
+    if args.batch is not None:
+        _, items = state_at_batch(storage, store, args.batch)
+    else:
+        items = dump_state(storage, store, resolve_target(storage, store, version, checkpoint_id))
+    for key, value in items:
+        out.write(_line(key, value))
     return EXIT_OK

@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from statebed_store.inspection import list_checkpoint
+from statebed_store.rebuild import rebuildability
 
 from ..common import EXIT_OK, add_checkpoint_args, emit_json, open_checkpoint
 
@@ -18,6 +19,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         "committed, snapshot/changelog presence and the lineage each file records.",
     )
     add_checkpoint_args(p)
+    p.add_argument(
+        "--rebuildable",
+        action="store_true",
+        help="per store, the committed batches whose state can still be loaded (every file on the plan present and "
+        "checked), and the newest that cannot, with the reason",
+    )
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(run=run)
 
@@ -26,7 +33,28 @@ def _short(text: str | None) -> str:
     return "-" if text is None else text[:8]
 
 
+def _spans(spans: list[list[int]]) -> str:
+    return ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in spans) or "none"
+
+
+def _rebuildable(args: argparse.Namespace) -> int:
+    doc = rebuildability(open_checkpoint(args))
+    for note in doc["notes"]:
+        print(f"statebed ls: note: {note}", file=sys.stderr)
+    if args.json:
+        emit_json(doc)
+        return EXIT_OK
+    print(f"{doc['checkpoint']}: committed batches {_spans(doc['committed'])}; rebuildable in every store: {_spans(doc['rebuildable'])}")
+    for s in doc["stores"]:
+        bad = s["firstUnrebuildable"]
+        why = f"; batch {bad['batch']} cannot: {bad['reason']}" if bad else ""
+        print(f"  operator {s['operator']} partition {s['partition']} store {s['store']}: batches {_spans(s['rebuildable'])}{why}")
+    return EXIT_OK
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.rebuildable:
+        return _rebuildable(args)
     storage = open_checkpoint(args)
     doc = list_checkpoint(storage)
     for note in doc["notes"]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 
 from statebed_chaos.verify import EXIT_CODES, merge_verdicts, summarise, verify_run
 from statebed_job.config import JobOptions
@@ -19,6 +20,7 @@ from statebed_store import S3Settings, failpoints
 from statebed_store.errors import UsageError
 
 from ..common import non_negative_int
+from .report import default_report
 from .verify import VERDICT
 
 
@@ -26,6 +28,16 @@ def positive_int(text: str) -> int:
     value = non_negative_int(text)
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {value}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number > 0, got {text!r}") from None
+    if not 0 < value < 1e7:
+        raise argparse.ArgumentTypeError(f"expected a number > 0, got {text!r}")
     return value
 
 
@@ -52,6 +64,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.add_argument("--master", default=None, help="use a running cluster (spark://...) instead of starting one")
     p.add_argument("--snapshot-interval", type=positive_int, help=f"versions between snapshots (default: {d.snapshot_interval})")
     p.add_argument(
+        "--hedge",
+        choices=("off", "on", "adaptive"),
+        help="hedged create-only uploads of changelogs and commit-log entries (default: off; see StoreOptions.hedge)",
+    )
+    p.add_argument(
         "--slow-task",
         default=None,
         metavar="B:P:MS",
@@ -63,6 +80,20 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         help="generated: deterministic records, one file per batch (default); ingest: what has landed in --landing",
     )
     p.add_argument("--landing", default=None, metavar="DIR", help="the ingest landing area (data/ and acks/) for --source ingest")
+    cont = p.add_argument_group(
+        "continuous ingest (--source ingest): batches over what keeps landing until one condition holds, then drain"
+    )
+    cont.add_argument("--duration", type=positive_float, default=None, metavar="S", help="stop after S seconds")
+    cont.add_argument("--until-records", type=positive_int, default=None, metavar="N", help="stop once N records are committed")
+    cont.add_argument("--stop-file", default=None, metavar="PATH", help="stop once PATH exists")
+    cont.add_argument(
+        "--metrics-port",
+        type=non_negative_int,
+        default=None,
+        metavar="P",
+        help="serve the driver's Prometheus /metrics on 127.0.0.1:P (0: any)",
+    )
+    cont.add_argument("--trigger-ms", type=positive_int, default=None, metavar="MS", help="a micro-batch every MS (default: 500)")
     p.add_argument(
         "--seed",
         type=non_negative_int,
@@ -72,7 +103,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark configuration (repeatable)")
     p.add_argument("--run-dir", default=None, help="where the run directory goes (default: runs/<time>-<workload>-<mode>)")
     p.add_argument("--resume", action="store_true", help="continue the run in --run-dir (e.g. after the driver died)")
-    p.add_argument("--no-verify", action="store_true", help="skip the verifiers at the end")
+    p.add_argument("--no-verify", action="store_true", help="skip the verifiers at the end (and so the report)")
+    p.add_argument("--no-report", action="store_true", help="do not write report.html into the run directory after the verifiers")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     s3 = p.add_argument_group("S3 (for an s3:// checkpoint)")
     s3.add_argument("--s3-endpoint")
@@ -104,11 +136,16 @@ def _options(args: argparse.Namespace) -> JobOptions:
         "workers": args.workers,
         "checkpoint": args.checkpoint,
         "snapshot_interval": args.snapshot_interval,
+        "hedge": args.hedge,
         "slow_task": args.slow_task,
         "seed": args.seed,
         "extra_conf": _confs(args.conf) or None,
         "source": args.source,
         "landing": args.landing,
+        "duration_s": args.duration,
+        "until_records": args.until_records,
+        "stop_file": None if args.stop_file is None else os.path.abspath(args.stop_file),
+        "trigger_ms": args.trigger_ms,
     }
     given = {k: v for k, v in given.items() if v is not None}
     if args.resume:
@@ -125,9 +162,14 @@ def run(args: argparse.Namespace) -> int:
     s3 = None
     if opts.checkpoint.startswith("s3://"):
         s3 = S3Settings.from_env(args.s3_endpoint, args.s3_access_key, args.s3_secret_key)
-    summary = run_job(args.run_dir, opts, resume=args.resume, master=args.master, s3=s3, progress=not args.json)
+    summary = run_job(
+        args.run_dir, opts, resume=args.resume, master=args.master, s3=s3, progress=not args.json, metrics_port=args.metrics_port
+    )
+    report = None
     if not args.no_verify:
-        summary.verdicts = summarise(verify_run(summary.run_dir, s3))
+        composite = verify_run(summary.run_dir, s3)
+        summary.verdicts = summarise(composite)
+        report = None if args.no_report else default_report("run", summary.run_dir, composite)
     doc = summary.to_json()
     if args.json:
         print(json.dumps(doc, indent=2))
@@ -140,4 +182,6 @@ def run(args: argparse.Namespace) -> int:
         for name, v in summary.verdicts.items():
             print(f"  verify {name:<8} {VERDICT[v['valid']]} ({v['anomalies']} anomalies)")
         print(f"  details: statebed verify lineage {summary.checkpoint}; statebed verify state {summary.run_dir}")
+        if report is not None:
+            print(f"  report: {report}")
     return EXIT_CODES[merge_verdicts(v["valid"] for v in summary.verdicts.values())]

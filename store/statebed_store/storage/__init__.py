@@ -7,16 +7,20 @@ import os
 from ..config import S3Settings
 from .base import FileInfo, Storage, clean_path
 from .counting import CountingStorage
+from .hedge import HedgedStorage, HedgeState, hedged
 from .local import LocalStorage
 from .s3 import S3Storage, parse_s3_url
 
 __all__ = [
     "CountingStorage",
     "FileInfo",
+    "HedgeState",
+    "HedgedStorage",
     "LocalStorage",
     "S3Storage",
     "Storage",
     "clean_path",
+    "hedged",
     "open_storage",
     "parse_s3_url",
 ]

@@ -61,23 +61,53 @@ def parse_s3_url(url: str) -> tuple[str, str]:
     return bucket, prefix.strip("/")
 
 
+class _RetryCounter:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.value = 0
+
+    def add(self) -> None:
+        with self._lock:
+            self.value += 1
+
+
 class _DeadlineRetry(urllib3.Retry):
     """Retries that stop once `deadline_s` has passed since the request's first failure."""
 
-    def __init__(self, *args: Any, deadline_s: float = 30.0, first_failure: float | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self, *args: Any, deadline_s: float = 30.0, first_failure: float | None = None, counter: _RetryCounter | None = None, **kwargs: Any
+    ) -> None:
         super().__init__(*args, **kwargs)
         self.deadline_s = deadline_s
         self.first_failure = first_failure
+        self.counter = counter
 
     def new(self, **kw: Any) -> _DeadlineRetry:
         out = super().new(**kw)
         out.deadline_s = self.deadline_s
         out.first_failure = self.first_failure if self.first_failure is not None else time.monotonic()
+        out.counter = self.counter
         return out
 
     def is_exhausted(self) -> bool:
         late = self.first_failure is not None and time.monotonic() - self.first_failure >= self.deadline_s
         return late or super().is_exhausted()
+
+    def increment(self, method: str | None = None, url: str | None = None, *args: Any, **kwargs: Any) -> _DeadlineRetry:
+        """Every retry is counted (`S3Storage.retries`) and logged (INFO): a slow endpoint must not hide behind retries."""
+        out = super().increment(method, url, *args, **kwargs)
+        if self.counter is not None:
+            self.counter.add()
+        last = out.history[-1] if out.history else None
+        log.info(
+            "S3 request retried (attempt %d of at most %d): %s %s: %s",
+            len(out.history) + 1,
+            (self.total or 0) + len(self.history) + 1,
+            method,
+            url,
+            (last.error if last and last.error else f"status {last.status if last else '?'}"),
+        )
+        return out
 
 
 class S3Storage:
@@ -85,16 +115,19 @@ class S3Storage:
         self.bucket, self.prefix = parse_s3_url(url)
         self.url = f"s3://{self.bucket}/{self.prefix}".rstrip("/")
         self.settings = settings
+        self._retries = _RetryCounter()
         http = urllib3.PoolManager(
             timeout=urllib3.Timeout(connect=settings.connect_timeout_s, read=settings.read_timeout_s),
-            maxsize=16,
+            maxsize=32,  # hedges take a second connection while the first is in flight
             retries=_DeadlineRetry(
                 total=settings.retries,
                 backoff_factor=0.2,
                 backoff_max=2.0,
+                backoff_jitter=0.2,  # retries of many clients must not arrive in lockstep
                 status_forcelist=[500, 502, 503, 504],
                 allowed_methods=None,
                 deadline_s=settings.deadline_s,
+                counter=self._retries,
             ),
         )
         try:
@@ -112,6 +145,11 @@ class S3Storage:
         self._probe_lock = threading.Lock()
         if create_bucket:
             self._call("create bucket", self.url, self._ensure_bucket)
+
+    @property
+    def retries(self) -> int:
+        """Requests urllib3 sent again (after a timeout, a reset, a 5xx) since this storage was opened."""
+        return self._retries.value
 
     def __repr__(self) -> str:
         return f"S3Storage({self.url!r}, endpoint={self.settings.endpoint!r})"
@@ -191,6 +229,10 @@ class S3Storage:
                 finally:
                     self.client.remove_object(self.bucket, probe)
             return self._conditional
+
+    def conditional_creates(self) -> bool:
+        """Does a create-only write use the server's `If-None-Match: *` (not the racy fallback)?"""
+        return bool(self._call("probe", self.url, self._supports_conditional))
 
     def write(self, path: str, data: bytes, *, create_only: bool = False) -> None:
         key, shown = self._key(path), self.display(path)

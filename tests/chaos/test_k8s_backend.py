@@ -1,0 +1,59 @@
+"""The Kubernetes backend's wiring: settings only from the controller pod's environment (which
+the chart provides in full), drivers submitted with --master, a clear exit 2 outside the pod."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from statebed_chaos.experiment import load_experiment
+from statebed_chaos.k8s_backend import _REQUIRED, K8sSettings
+from statebed_chaos.runner import job_command
+from statebed_store.errors import UsageError
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "examples" / "experiments" / "kill-executor-count-v2.yaml"
+
+
+def test_settings_name_every_missing_variable() -> None:
+    with pytest.raises(UsageError, match="not set: STATEBED_K8S_NAMESPACE, .*STATEBED_S3_ENDPOINT"):
+        K8sSettings.from_env({})
+    env = {k: f"v-{k}" for k in _REQUIRED} | {"AWS_ACCESS_KEY_ID": "a", "AWS_SECRET_ACCESS_KEY": "s"}
+    s = K8sSettings.from_env(env)
+    assert (s.namespace, s.master, s.access_key) == ("v-STATEBED_K8S_NAMESPACE", "v-STATEBED_K8S_MASTER", "a")
+
+
+def test_the_chart_gives_the_chaos_controller_every_variable_the_backend_needs() -> None:
+    sys.path.insert(0, str(ROOT / "tests" / "k8s"))
+    from k8s_render import containers, one, render
+
+    env = {e["name"] for e in containers(one(render("default"), "Deployment", "statebed-chaos"))[0]["env"]}
+    assert set(_REQUIRED) | {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "SPARK_CONF_DIR", "SPARK_LOCAL_IP"} <= env
+
+
+def test_drivers_are_submitted_to_the_master_also_on_resume(tmp_path: Path) -> None:
+    exp = load_experiment(EXAMPLE)
+    master = "k8s://https://kubernetes.default.svc"
+    first = job_command(exp, 3, tmp_path / "faulted", master=master)
+    again = job_command(exp, 3, tmp_path / "faulted", resume=True, master=master)
+    for cmd in (first, again):
+        assert cmd[cmd.index("--master") + 1] == master
+    assert "--resume" in again and "--master" not in job_command(exp, 3, tmp_path / "faulted")
+
+
+@pytest.mark.parametrize("sub", [["run", str(EXAMPLE)], ["matrix", "--quick"]])
+def test_backend_k8s_outside_the_pod_is_a_one_line_usage_error(tmp_path: Path, sub: list[str]) -> None:
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+    out = subprocess.run(
+        [sys.executable, "-m", "statebed_cli.main", "chaos", *sub, "--backend", "k8s"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+    )
+    assert out.returncode == 2, out.stderr
+    assert out.stderr.strip().count("\n") == 0 and "not set: STATEBED_K8S_NAMESPACE" in out.stderr
+    assert not list(tmp_path.glob("runs/*"))  # nothing started, nothing left behind

@@ -1,0 +1,222 @@
+"""The Kubernetes targets against the client's API contract: a fake transport under the real
+`kubernetes` client (its REST layer's pool manager) answers list/get/delete, and a fake exec
+records the commands run through pods/exec. No cluster is pretended: requests are asserted."""
+
+from __future__ import annotations
+
+import json
+import signal
+import urllib.parse
+from typing import Any
+
+import pytest
+from kubernetes.client import ApiClient, Configuration, CoreV1Api
+
+from statebed_chaos.targets import IdentityMismatch
+from statebed_chaos.targets.k8s import K8sForbidden, K8sTargets
+
+NS = "statebed"
+SELECTOR = "statebed.io/target=executor,app.kubernetes.io/instance=statebed"
+TINI = [
+    "/usr/bin/tini",
+    "-s",
+    "--",
+    "/opt/java/openjdk/bin/java",
+    "-cp",
+    "/opt/spark/jars/*",
+    "org.apache.spark.executor.KubernetesExecutorBackend",
+    "--executor-id",
+    "1",
+]
+JAVA = TINI[3:]
+
+
+class _Response:
+    def __init__(self, status: int, body: Any) -> None:
+        self.status, self.reason = status, {200: "OK", 403: "Forbidden", 404: "Not Found", 409: "Conflict"}.get(status, "?")
+        self.data = json.dumps(body).encode()
+        self.headers = {"content-type": "application/json"}
+
+
+class FakePool:
+    """Stands in for urllib3's PoolManager under the client's RESTClientObject: records every request."""
+
+    def __init__(self) -> None:
+        self.requests: list[dict[str, Any]] = []
+        self.answers: dict[tuple[str, str], tuple[int, Any]] = {}
+
+    def request(self, method: str, url: str, **kw: Any) -> _Response:
+        parts = urllib.parse.urlsplit(url)
+        body = kw.get("body")
+        self.requests.append(
+            {
+                "method": method,
+                "path": parts.path,
+                "query": dict(urllib.parse.parse_qsl(parts.query)),
+                "body": None if body is None else json.loads(body),
+            }
+        )
+        status, answer = self.answers.get((method, parts.path), (404, _status(404)))
+        return _Response(status, answer)
+
+
+def _status(code: int) -> dict[str, Any]:
+    return {"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": code}
+
+
+def _pod(name: str, uid: str, phase: str = "Running", exec_id: str = "1", ip: str = "10.244.0.7") -> dict[str, Any]:
+    return {
+        "metadata": {
+            "name": name,
+            "namespace": NS,
+            "uid": uid,
+            "labels": {"spark-exec-id": exec_id, "spark-app-selector": "spark-app-1", "statebed.io/target": "executor"},
+        },
+        "spec": {"containers": [{"name": "spark-kubernetes-executor", "image": "statebed:dev"}]},
+        "status": {"phase": phase, "podIP": ip},
+    }
+
+
+class FakeExec:
+    def __init__(self, procs: list[list[Any]]) -> None:
+        self.procs, self.calls, self.rc = procs, [], 0
+
+    def __call__(self, api: CoreV1Api, namespace: str, pod: str, container: str, argv: list[str]) -> tuple[int, str]:
+        self.calls.append((namespace, pod, container, argv))
+        if argv[0] == "python3":
+            return 0, json.dumps(self.procs)
+        return self.rc, ""
+
+
+@pytest.fixture
+def pool() -> FakePool:
+    return FakePool()
+
+
+def _targets(pool: FakePool, fake_exec: FakeExec) -> K8sTargets:
+    client = ApiClient(Configuration(host="https://k8s.test"))
+    client.rest_client.pool_manager = pool
+    return K8sTargets(CoreV1Api(client), NS, executor_selector=SELECTOR, exec_fn=fake_exec)
+
+
+PROCS = [
+    [1, 0, 100, TINI],
+    [14, 1, 105, JAVA],
+    [30, 14, 200, ["python3", "-m", "pyspark.daemon"]],
+    [31, 30, 210, ["python3", "-m", "pyspark.daemon"]],
+]
+
+
+def _with_pods(pool: FakePool, *pods: dict[str, Any]) -> None:
+    pool.answers[("GET", f"/api/v1/namespaces/{NS}/pods")] = (
+        200,
+        {"kind": "PodList", "apiVersion": "v1", "metadata": {}, "items": list(pods)},
+    )
+
+
+def test_executors_are_running_pods_by_label_and_the_target_is_the_jvm_not_tini(pool: FakePool) -> None:
+    _with_pods(pool, _pod("exec-1", "u1"), _pod("exec-2", "u2", phase="Pending", exec_id="2"))
+    fake = FakeExec(PROCS)
+    targets = _targets(pool, fake)
+    (ex,) = targets.find("executor")
+    assert pool.requests[0]["method"] == "GET" and pool.requests[0]["query"]["labelSelector"] == SELECTOR
+    assert (ex.pid, ex.identity.start_time, ex.host) == (14, 105, "10.244.0.7")  # tini (PID 1) names the class too
+    assert ex.attrs["executor_id"] == "1" and ex.attrs["app_id"] == "spark-app-1" and ex.attrs["uid"] == "u1"
+    assert fake.calls[0][:3] == (NS, "exec-1", "spark-kubernetes-executor") and fake.calls[0][3][0] == "python3"
+    assert targets.find("executor", executor_id="1") == [ex] and targets.find("executor", executor_id="9") == []
+    assert len(fake.calls) == 1  # the JVM of a pod is looked up once
+
+
+def test_sigkill_deletes_the_pod_at_once_with_its_uid_as_precondition(pool: FakePool) -> None:
+    _with_pods(pool, _pod("exec-1", "u1"))
+    pool.answers[("DELETE", f"/api/v1/namespaces/{NS}/pods/exec-1")] = (200, _pod("exec-1", "u1"))
+    targets = _targets(pool, FakeExec(PROCS))
+    (ex,) = targets.find("executor")
+    targets.kill(ex, signal.SIGKILL)
+    delete = pool.requests[-1]
+    assert delete["method"] == "DELETE" and delete["path"] == f"/api/v1/namespaces/{NS}/pods/exec-1"
+    assert delete["body"]["gracePeriodSeconds"] == 0 and delete["body"]["preconditions"] == {"uid": "u1"}
+
+
+@pytest.mark.parametrize("status", [404, 409])
+def test_a_pod_gone_or_replaced_is_an_identity_mismatch(pool: FakePool, status: int) -> None:
+    _with_pods(pool, _pod("exec-1", "u1"))
+    pool.answers[("DELETE", f"/api/v1/namespaces/{NS}/pods/exec-1")] = (status, _status(status))
+    targets = _targets(pool, FakeExec(PROCS))
+    (ex,) = targets.find("executor")
+    with pytest.raises(IdentityMismatch, match="no longer exists" if status == 404 else "was replaced"):
+        targets.kill(ex)
+
+
+def test_forbidden_names_the_missing_permission(pool: FakePool) -> None:
+    pool.answers[("GET", f"/api/v1/namespaces/{NS}/pods")] = (403, _status(403))
+    with pytest.raises(
+        K8sForbidden, match=r"list pods in namespace statebed: forbidden \(403\).*get/list/delete on pods and create on pods/exec"
+    ):
+        _targets(pool, FakeExec(PROCS)).find("executor")
+
+
+def test_pause_and_resume_exec_kill_stop_and_cont_on_the_java_pid_after_checking_its_start_time(pool: FakePool) -> None:
+    _with_pods(pool, _pod("exec-1", "u1"))
+    fake = FakeExec(PROCS)
+    targets = _targets(pool, fake)
+    (ex,) = targets.find("executor")
+    targets.pause(ex)
+    targets.resume(ex)
+    stop, cont = fake.calls[-2], fake.calls[-1]
+    assert stop[:3] == (NS, "exec-1", "spark-kubernetes-executor") and stop[3][:2] == ["sh", "-c"]
+    assert stop[3][2] == 'test "$(cut -d" " -f22 /proc/14/stat 2>/dev/null)" = "105" || exit 3; exec kill -STOP 14'
+    assert cont[3][2].endswith("exec kill -CONT 14")
+    assert not [r for r in pool.requests if r["method"] == "DELETE"]
+
+
+def test_a_reused_pid_is_refused_and_pid_1_is_never_signalled(pool: FakePool) -> None:
+    _with_pods(pool, _pod("exec-1", "u1"))
+    fake = FakeExec(PROCS)
+    targets = _targets(pool, fake)
+    (ex,) = targets.find("executor")
+    fake.rc = 3  # the start-time check failed in the container
+    with pytest.raises(IdentityMismatch, match="exited or its PID was reused"):
+        targets.pause(ex)
+    import dataclasses
+
+    from statebed_job.procs import ProcessIdentity
+
+    tini = dataclasses.replace(ex, identity=ProcessIdentity(1, 100))
+    calls = len(fake.calls)
+    with pytest.raises(Exception, match="refusing to signal PID 1"):
+        targets.pause(tini)
+    assert len(fake.calls) == calls
+
+
+def test_python_workers_of_an_executor_are_found_by_jvm_pid(pool: FakePool) -> None:
+    _with_pods(pool, _pod("exec-1", "u1"))
+    targets = _targets(pool, FakeExec(PROCS))
+    workers = targets.find("python-worker", jvm_pid="14")
+    assert [(w.pid, w.attrs["role"]) for w in workers] == [(30, "daemon"), (31, "worker")]
+    assert targets.find("python-worker", jvm_pid="99") == []
+
+
+def test_alive_follows_the_pod_uid_and_phase(pool: FakePool) -> None:
+    _with_pods(pool, _pod("exec-1", "u1"))
+    targets = _targets(pool, FakeExec(PROCS))
+    (ex,) = targets.find("executor")
+    path = ("GET", f"/api/v1/namespaces/{NS}/pods/exec-1")
+    pool.answers[path] = (200, _pod("exec-1", "u1"))
+    assert targets.alive(ex)
+    pool.answers[path] = (200, _pod("exec-1", "u2"))  # same name, another pod
+    assert not targets.alive(ex)
+    pool.answers[path] = (404, _status(404))
+    assert not targets.alive(ex)
+
+
+def test_driver_pods_are_found_by_the_driver_selector_and_killed_by_deletion(pool: FakePool) -> None:
+    driver = _pod("statebed-driver-x7", "d1")
+    driver["metadata"]["labels"] = {"statebed.io/target": "driver"}
+    _with_pods(pool, driver)
+    pool.answers[("DELETE", f"/api/v1/namespaces/{NS}/pods/statebed-driver-x7")] = (200, driver)
+    targets = _targets(pool, FakeExec(PROCS))
+    (d,) = targets.find("driver")
+    assert pool.requests[0]["query"]["labelSelector"] == "statebed.io/target=driver"
+    targets.kill(d)  # the Job replaces the pod: a driver restart
+    assert pool.requests[-1]["body"]["preconditions"] == {"uid": "d1"}

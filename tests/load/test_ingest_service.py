@@ -1,0 +1,104 @@
+"""The live ingest service (real uvicorn in a subprocess): acks, bad input, storage failure, metrics."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from statebed_load.procs import Managed, start_ingest
+from statebed_model.sources import IngestSource
+from statebed_store import open_storage
+
+
+def post(url: str, body: bytes, headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], dict[str, object]]:
+    req = urllib.request.Request(url, data=body, method="POST", headers={"Content-Type": "application/json", **(headers or {})})
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return r.status, dict(r.headers), json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, dict(e.headers), json.loads(e.read())
+
+
+@pytest.fixture
+def service(tmp_path: Path) -> Iterator[tuple[Managed, str, Path]]:
+    landing = tmp_path / "landing"
+    proc, url = start_ingest(str(landing), tmp_path / "logs")
+    try:
+        yield proc, url, landing
+    finally:
+        assert proc.stop() == -signal.SIGTERM  # graceful: uvicorn re-raises the SIGTERM it handled (not -9: no KILL needed)
+
+
+BAD = [
+    (b'{"key": 1, "value": ', 400, "malformed JSON", "/event"),
+    (b'{"key": NaN, "value": 1}', 400, "malformed JSON", "/event"),
+    (b'{"key": 1}', 422, "missing field 'value'", "/event"),
+    (b'{"key": 1, "value": 2, "extra": 3}', 422, "unknown field(s) ['extra']", "/event"),
+    (b'{"key": "1", "value": 2}', 422, "event.key: expected an integer, got str", "/event"),
+    (b'{"key": true, "value": 2}', 422, "event.key: expected an integer, got bool", "/event"),
+    (b'{"key": 1, "value": 1.5}', 422, "event.value: expected an integer, got float", "/event"),
+    (b'{"key": 9223372036854775808, "value": 1}', 422, "outside 64-bit integers", "/event"),
+    (b"[1, 2]", 422, "expected an object, got list", "/event"),
+    (b'{"events": []}', 422, "non-empty list", "/events"),
+    (b'{"events": [{"key": 1, "value": 1}], "more": 1}', 422, '{"events": [...]} and nothing else', "/events"),
+    (b'{"events": [{"key": 1, "value": 1}, {"key": 2}]}', 422, "events[1]: missing field 'value'", "/events"),
+    (json.dumps({"events": [{"key": i, "value": 1} for i in range(1001)]}).encode(), 413, "1001 events, at most 1000", "/events"),
+    (b'{"key": 1, "value": 1}' + b" " * (1 << 20), 413, "bytes, at most 1048576", "/event"),
+]
+
+
+def test_bad_input_gets_4xx_with_a_reason_and_nothing_lands(service: tuple[Managed, str, Path]) -> None:
+    proc, url, landing = service
+    for body, status, reason, path in BAD:
+        code, _, doc = post(url + path, body)
+        assert (code, reason in str(doc.get("error"))) == (status, True), (body[:60], code, doc)
+    assert proc.alive()
+    code, _, single = post(url + "/event", b'{"key": 5, "value": 7}')
+    code2, _, batch = post(url + "/events", json.dumps({"events": [{"key": 1, "value": 2}, {"key": -3, "value": 4}]}).encode())
+    assert (code, code2) == (200, 200)
+    acks = IngestSource(open_storage(landing)).acks()
+    assert [a.ids for a in acks] == [single["ids"], batch["ids"]]  # only the two good requests landed, each acknowledged
+    assert len(set(single["ids"]) | set(batch["ids"])) == 3  # unique record ids
+    records = IngestSource(open_storage(landing)).records([Path(a.file).name for a in acks])
+    assert sorted(zip(records["key"].to_pylist(), records["value"].to_pylist(), strict=True)) == [(-3, 4), (1, 2), (5, 7)]
+    with urllib.request.urlopen(url + "/metrics", timeout=30) as r:
+        metrics = r.read().decode()
+    assert "statebed_ingest_acknowledged_records_total 3.0" in metrics
+    assert 'statebed_ingest_requests_total{status="422"} 10.0' in metrics
+
+
+def test_landing_failure_is_503_with_retry_after_never_an_ack(service: tuple[Managed, str, Path]) -> None:
+    proc, url, landing = service
+    assert post(url + "/event", b'{"key": 1, "value": 1}')[0] == 200
+    shutil.rmtree(landing / "data")
+    (landing / "data").write_text("not a directory")  # the landing area breaks under the service
+    code, headers, doc = post(url + "/event", b'{"key": 2, "value": 2}')
+    assert (code, headers.get("retry-after") or headers.get("Retry-After")) == (503, "1"), doc
+    assert "landing storage unavailable" in str(doc["error"])
+    (landing / "data").unlink()
+    (landing / "data").mkdir()
+    code, _, doc = post(url + "/event", b'{"key": 3, "value": 3}')
+    assert code == 200 and proc.alive()
+    acks = IngestSource(open_storage(landing)).acks()
+    assert len(acks) == 2 and acks[-1].ids == doc["ids"]  # the refused request was never acknowledged
+
+
+def test_overload_gets_429_with_retry_after(tmp_path: Path) -> None:
+    proc, url = start_ingest(str(tmp_path / "landing"), tmp_path / "logs", extra=["--max-inflight", "0"])
+    try:
+        code, headers, doc = post(url + "/event", b'{"key": 1, "value": 1}')
+        assert (code, headers.get("retry-after") or headers.get("Retry-After")) == (429, "1"), doc
+        assert IngestSource(open_storage(tmp_path / "landing")).acks() == []
+    finally:
+        assert proc.stop() == -signal.SIGTERM
+
+
+def test_the_service_listens_on_loopback_only(service: tuple[Managed, str, Path]) -> None:
+    assert service[1].startswith("http://127.0.0.1:")
