@@ -60,6 +60,9 @@ FAULTS: dict[str, FaultPlan] = {
     # No snapshot after the zombie's version: every later load replays its changelog by name
     # (a V1 snapshot of the winner's state taken next would hide the overwrite from readers).
     "zombie-upload": FaultPlan(sizes={"snapshot_interval": 100}),
+    # Kill at batch 4, rewind to 2, reprocess 3..5 (diverging, snapshots dropped); a snapshot at
+    # version 4 (batch 3) of the abandoned timeline is what a V1 rerun loads by name.
+    "rewind-reprocess": FaultPlan(batch=4, cluster="standalone", sizes={"snapshot_interval": 2}),
     "storage-latency": FaultPlan(for_s=5.0),
     "storage-jitter": FaultPlan(for_s=5.0),
     "storage-bandwidth": FaultPlan(for_s=5.0),

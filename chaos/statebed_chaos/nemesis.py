@@ -52,6 +52,22 @@ class Nemesis:
     def restarts_driver(self) -> bool:
         return any(it.fault.restarts_driver for it in self.items)
 
+    def before_resume(self) -> None:
+        """The driver died and the runner is about to restart it: each injected fault's
+        `before_resume` (after its inject finished), recorded as a `resume` phase op when it acted."""
+        for it in self.items:
+            with it.lock:
+                if not it.injected:
+                    continue
+                start = time.time()
+                try:
+                    facts = it.fault.before_resume(self.ctx)
+                except Exception as e:
+                    self._op(it, "resume", "fail", start, error=f"{type(e).__name__}: {e}")
+                    continue
+                if facts is not None:
+                    self._op(it, "resume", "ok", start, facts=facts)
+
     def _run(self, it: Scheduled) -> None:
         at = it.spec.at
         reached = self.ctx.wait(

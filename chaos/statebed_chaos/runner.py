@@ -296,6 +296,7 @@ def _faulted_run(
             return exits
         if not nemesis.restarts_driver() or len(exits) > exp.max_driver_restarts:
             return exits
+        nemesis.before_resume()
         say(f"restarting the driver with --resume ({len(exits)}/{exp.max_driver_restarts})")
 
 

@@ -21,6 +21,7 @@ KINDS: dict[str, str] = {
     "drop-snapshot-upload": "drop_snapshot_upload",
     "fail-changelog-upload": "fail_changelog_upload",
     "zombie-upload": "zombie_upload",
+    "rewind-reprocess": "rewind_reprocess",
     "storage-latency": "storage_latency",
     "storage-jitter": "storage_jitter",
     "storage-bandwidth": "storage_bandwidth",

@@ -11,6 +11,7 @@ Lifecycle, driven by the nemesis (`statebed_chaos.nemesis`):
     prepare(ctx)   before the driver starts (arm failpoints that must be armed from the start)
     inject(ctx)    when the trigger is reached (the fault's `at`); returns facts for the history
     heal(ctx)      after `for_s`, at the end of the run, or on error (must be idempotent)
+    before_resume(ctx)  a driver-killing fault, after the death, before the runner's --resume
     evidence(ctx)  after the run: did it fire, with what proof
 """
 
@@ -163,6 +164,12 @@ class Fault(ABC):
 
     def heal(self, ctx: FaultContext) -> None:  # noqa: B027  (optional step)
         """Undo what inject did (resume, remove toxics, disarm). Idempotent. Default: nothing."""
+
+    def before_resume(self, ctx: FaultContext) -> dict[str, Any] | None:
+        """After the driver this fault killed is gone (its processes stopped), before the runner
+        restarts it with --resume: change the checkpoint (e.g. rewind it). Facts for the history,
+        or None: nothing done. Default: nothing."""
+        return None
 
     @abstractmethod
     def evidence(self, ctx: FaultContext) -> Evidence:

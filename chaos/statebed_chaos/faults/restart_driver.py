@@ -24,7 +24,7 @@ from ..history import Op
 from .base import Evidence, Fault, FaultContext, FaultSpec, NotApplicable
 from .processes import NoTarget, add_term, injection, remove_term, signal_tree, task_is
 
-__all__ = ["FAULT", "RestartDriver"]
+__all__ = ["FAULT", "RestartDriver", "kill_driver", "restarted"]
 
 # step -> the driver failpoint it dies at (after-commit-log and before-sink are one point in this driver)
 STEPS = {
@@ -79,11 +79,7 @@ class RestartDriver(Fault):
         return {"step": self.step(ctx.mode), "failpoint": point, "armed": self.term, "pid": fired[0].get("pid")}
 
     def _kill(self, ctx: FaultContext) -> dict[str, Any]:
-        drivers = ctx.targets.find("driver")
-        if not drivers:
-            raise NoTarget(f"{self.spec.kind} {self.spec.id}: no driver is registered")
-        tree = [drivers[0], *ctx.targets.find("driver-jvm", driver_pid=str(drivers[0].pid))]  # found while the JVM is its child
-        return {"step": "at-trigger", "signal": "SIGKILL", "signalled": signal_tree(ctx, tree, signal.SIGKILL)}
+        return kill_driver(ctx, self.spec)
 
     def heal(self, ctx: FaultContext) -> None:
         point = self.point(ctx.mode)
@@ -112,10 +108,19 @@ class RestartDriver(Fault):
             if not fired:
                 return Evidence(False, f"{point} never made the driver exit at batch {self.spec.at.batch}")
             died_after, proof = float(fired[0].get("time", 0)), [{"firing": fired[0]}]
-        return _restarted(ctx.history.ops("driver"), died_after, proof)
+        return restarted(ctx.history.ops("driver"), died_after, proof)
 
 
-def _restarted(drivers: list[Op], died_after: float, proof: list[dict[str, Any]]) -> Evidence:
+def kill_driver(ctx: FaultContext, spec: FaultSpec) -> dict[str, Any]:
+    """SIGKILL the registered driver and its driver JVM now (the facts for the history)."""
+    drivers = ctx.targets.find("driver")
+    if not drivers:
+        raise NoTarget(f"{spec.kind} {spec.id}: no driver is registered")
+    tree = [drivers[0], *ctx.targets.find("driver-jvm", driver_pid=str(drivers[0].pid))]  # found while the JVM is its child
+    return {"step": "at-trigger", "signal": "SIGKILL", "signalled": signal_tree(ctx, tree, signal.SIGKILL)}
+
+
+def restarted(drivers: list[Op], died_after: float, proof: list[dict[str, Any]]) -> Evidence:
     """A driver op that exited 137 / -9 after the fault, then a later driver (the restart)."""
     if not drivers:
         return Evidence(None, "the fault went off, but the history has no driver ops to show the driver died and restarted", proof)
