@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import uuid
 from collections.abc import Iterable, Mapping
@@ -185,3 +186,12 @@ def rewrite_changelog(storage: Storage, path: str, lineage_json: str) -> None:
     new = compress(b"\x00\x02v3" + len(raw).to_bytes(2, "big") + raw + payload[offset:])
     storage.write(path, new)
     storage.write(path + ".crc", make_sidecar(new))
+
+
+def tree_hash(root: Path) -> str:
+    """Every file's path and bytes under `root` (hidden `.crc` files included): "nothing changed" as one value."""
+    h = hashlib.sha256()
+    for p in sorted(root.rglob("*")):
+        if p.is_file():
+            h.update(str(p.relative_to(root)).encode() + b"\0" + p.read_bytes())
+    return h.hexdigest()

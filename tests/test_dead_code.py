@@ -9,16 +9,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+from test_layering import PACKAGES as LAYERS
+
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = [
-    "store/statebed_store",
-    "model/statebed_model",
-    "job/statebed_job",
-    "chaos/statebed_chaos",
-    "loadtests/statebed_load",
-    "report/statebed_report",
-    "cli/statebed_cli",
-]
+PACKAGES = list(LAYERS.values())  # every package, as the layering test knows them
 
 
 def test_vulture_finds_no_dead_code() -> None:

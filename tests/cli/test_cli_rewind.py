@@ -4,7 +4,6 @@ and on statebed checkpoints; expectations come from the fixture files (commit JS
 from __future__ import annotations
 
 import base64
-import hashlib
 import json
 import shutil
 import subprocess
@@ -13,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from checkpoint_helpers import run_cli, write_versions
+from checkpoint_helpers import run_cli, tree_hash, write_versions
 from native_fixtures import QUERIES, SPARK_VERSIONS
 from test_cli_native import Store, committed, replayed
 
@@ -21,14 +20,6 @@ from statebed_store import CommitLog, SnapshotUploader, StoreOptions, open_stora
 from statebed_store.cleanup import cleanup_store
 
 Capsys = pytest.CaptureFixture[str]
-
-
-def tree_hash(root: Path) -> str:
-    h = hashlib.sha256()
-    for p in sorted(root.rglob("*")):
-        if p.is_file():
-            h.update(str(p.relative_to(root)).encode() + b"\0" + p.read_bytes())
-    return h.hexdigest()
 
 
 def run_json(capsys: Capsys, *argv: str) -> Any:

@@ -8,12 +8,12 @@ store runs; a rewind below it is refused naming the missing file.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 from typing import Any
 
 import pytest
+from checkpoint_helpers import tree_hash
 from spark_runs import statebed, summary
 
 from statebed_store import CommitLog, open_storage
@@ -23,15 +23,6 @@ from statebed_store.inspection import discover_stores, store_index
 pytestmark = pytest.mark.slow
 
 SMALL = ["--batches", "5", "--rows-per-batch", "2000", "--keyspace", "200", "--json"]
-
-
-def tree_hash(root: Path) -> str:
-    """Every file's path and bytes (hidden `.crc` files included)."""
-    h = hashlib.sha256()
-    for p in sorted(root.rglob("*")):
-        if p.is_file():
-            h.update(str(p.relative_to(root)).encode() + b"\0" + p.read_bytes())
-    return h.hexdigest()
 
 
 def dump(ckpt: Path, batch: int) -> list[str]:

@@ -13,6 +13,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 from checkpoint_helpers import STORE, commit, ref_of, state_at
+from test_layering import PACKAGES as LAYERS
 
 import statebed_job.task as task_module
 from statebed_job.task import TaskSpec, cached_providers, close_providers, run_partition
@@ -24,15 +25,7 @@ from statebed_store.naming import PENDING_DIR, SNAPSHOT
 from statebed_store.store_files import StoreFiles
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = [
-    "store/statebed_store",
-    "model/statebed_model",
-    "job/statebed_job",
-    "chaos/statebed_chaos",
-    "loadtests/statebed_load",
-    "report/statebed_report",
-    "cli/statebed_cli",
-]
+PACKAGES = list(LAYERS.values())  # every package, as the layering test knows them
 
 
 def sources() -> Iterator[tuple[Path, ast.Module]]:
