@@ -57,16 +57,8 @@ class Nemesis:
         `before_resume` (after its inject finished), recorded as a `resume` phase op when it acted."""
         for it in self.items:
             with it.lock:
-                if not it.injected:
-                    continue
-                start = time.time()
-                try:
-                    facts = it.fault.before_resume(self.ctx)
-                except Exception as e:
-                    self._op(it, "resume", "fail", start, error=f"{type(e).__name__}: {e}")
-                    continue
-                if facts is not None:
-                    self._op(it, "resume", "ok", start, facts=facts)
+                if it.injected:
+                    self._act(it, "resume", it.fault.before_resume, record_none=False)
 
     def _run(self, it: Scheduled) -> None:
         at = it.spec.at
@@ -85,14 +77,9 @@ class Nemesis:
         with it.lock:
             if self.ctx.stop.is_set():
                 return
-            start = time.time()
-            try:
-                facts = it.fault.inject(self.ctx)
-            except Exception as e:
-                self._op(it, "inject", "fail", start, error=f"{type(e).__name__}: {e}")
+            it.injected = self._act(it, "inject", it.fault.inject)
+            if not it.injected:
                 return
-            it.injected = True
-            self._op(it, "inject", "ok", start, facts=facts)
         if it.spec.for_s is not None:
             self.ctx.stop.wait(it.spec.for_s)
             self._heal(it)
@@ -101,14 +88,22 @@ class Nemesis:
         with it.lock:
             if not it.injected or it.healed:
                 return
-            start = time.time()
-            try:
-                it.fault.heal(self.ctx)
-            except Exception as e:
-                self._op(it, "heal", "fail", start, error=f"{type(e).__name__}: {e}")
-                return
-            it.healed = True
-            self._op(it, "heal", "ok", start)
+            it.healed = self._act(it, "heal", it.fault.heal)
+
+    def _act(self, it: Scheduled, phase: str, call: Callable[[FaultContext], Any], *, record_none: bool = True) -> bool:
+        """Call one phase of a fault and record it as a history op: "fail" with the error when it
+        raised, else "ok" (with the facts it returned; a None result unrecorded unless `record_none`)."""
+        start = time.time()
+        try:
+            facts = call(self.ctx)
+        except Exception as e:
+            self._op(it, phase, "fail", start, error=f"{type(e).__name__}: {e}")
+            return False
+        if facts is not None:
+            self._op(it, phase, "ok", start, facts=facts)
+        elif record_none:
+            self._op(it, phase, "ok", start)
+        return True
 
     def _op(self, it: Scheduled, phase: str, outcome: Any, start: float, **fields: Any) -> None:
         self.ctx.history.record("fault", outcome, start, id=it.spec.id, kind=it.spec.kind, phase=phase, **fields)
