@@ -15,6 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from statebed_store.errors import StatebedError
+
 from .faults import Evidence, Fault, FaultContext, FaultSpec
 
 __all__ = ["Nemesis", "Scheduled"]
@@ -99,11 +101,21 @@ class Nemesis:
         except Exception as e:
             self._op(it, phase, "fail", start, error=f"{type(e).__name__}: {e}")
             return False
+        if phase in ("inject", "heal"):
+            self._mark_active(it, phase == "inject")
         if facts is not None:
             self._op(it, phase, "ok", start, facts=facts)
         elif record_none:
             self._op(it, phase, "ok", start)
         return True
+
+    def _mark_active(self, it: Scheduled, active: bool) -> None:
+        """The fault's window in the control file, which the driver's /metrics shows; the history
+        stays the record, so a failed write is only reported."""
+        try:
+            self.ctx.control.mark_active(it.spec.id, it.spec.kind, active)
+        except (OSError, StatebedError) as e:
+            self.progress(f"fault {it.spec.id}: cannot mark it {'active' if active else 'healed'} for /metrics ({e})")
 
     def _op(self, it: Scheduled, phase: str, outcome: Any, start: float, **fields: Any) -> None:
         self.ctx.history.record("fault", outcome, start, id=it.spec.id, kind=it.spec.kind, phase=phase, **fields)

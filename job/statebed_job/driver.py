@@ -21,6 +21,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import pyarrow as pa
 
@@ -59,6 +60,7 @@ class BatchOutcome:
     records: int = 0
     seconds: float = 0.0
     results: list[TaskResult] = field(default_factory=list)
+    uploads: dict[str, dict[str, Any]] = field(default_factory=dict)  # per kind: summarize_uploads of this batch
 
 
 class BatchDriver:
@@ -123,6 +125,7 @@ class BatchDriver:
         self._publish(batch_id, outputs)
         t_end = time.perf_counter()
         seconds = t_end - t0
+        uploads = summarize_uploads(merge_uploads([*(r.phases.get("uploads", {}) for r in chosen), take_uploads(self.log.storage)]))
         self.run.append_timing(
             {
                 "batch": batch_id,
@@ -136,14 +139,12 @@ class BatchDriver:
                 "task_seconds": [round(r.seconds, 4) for r in chosen],  # inside each task: load, apply, commit
                 "task_phases": [{k: v for k, v in r.phases.items() if k != "uploads"} for r in chosen],
                 # per kind: n, p50/p90/p99/p999/max ms, hedges sent and won, raw samples (`ms`)
-                "uploads": summarize_uploads(
-                    merge_uploads([*(r.phases.get("uploads", {}) for r in chosen), take_uploads(self.log.storage)])
-                ),
+                "uploads": uploads,
                 "committed_at": committed_at,  # epoch seconds
             }
         )
         log.info("batch committed", extra=kv(batch=batch_id, records=table.num_rows, seconds=round(seconds, 3)))
-        return BatchOutcome(batch_id, "committed", table.num_rows, seconds, chosen)
+        return BatchOutcome(batch_id, "committed", table.num_rows, seconds, chosen, uploads)
 
     def _one_per_partition(self, results: list[TaskResult], spec: TaskSpec) -> list[TaskResult]:
         by_part: dict[int, TaskResult] = {}

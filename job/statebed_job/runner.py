@@ -226,8 +226,9 @@ def _start_metrics(run: RunDir, port: int | None) -> Any:
     if port is None:
         return None
     from .metrics import DriverMetrics
+    from .session import failpoint_control
 
-    m = DriverMetrics(port)
+    m = DriverMetrics(port, failpoint_control(run))
     url = f"http://127.0.0.1:{m.server.server_port}/metrics"
     run.storage.write("driver-metrics.json", json.dumps({"url": url}).encode())
     log.info("driver metrics", extra=kv(url=url))

@@ -2,11 +2,15 @@
 processes re-read, and the firing logs they append next to it.
 
     <dir>/control.json        {"version": n, "seed": s, "points": {name: terms},
-                               "released": {name: count}, "updated": t}
+                               "released": {name: count}, "active": {fault id: kind},
+                               "updated": t}
     <dir>/fired-<pid>.jsonl   one line per firing: time, failpoint, action, pid, host,
                               task ({batch, partition, attempt} or null), hit, control_version;
                               a hold's end adds a record with action "released" or
                               "hold-timeout" and held_s
+
+`active` is the controller's record of which faults are in their window (inject to heal), of
+every kind, not only failpoints: the driver exports it as `statebed_faults_active`.
 
 Processes find the file through `STATEBED_FAILPOINTS_CONTROL` (forwarded to executors) and
 apply a version once, when a point is hit. Every write replaces the file atomically with the
@@ -86,6 +90,23 @@ class Control:
             released[canon] = int(released.get(canon, 0)) + 1
 
         return self._update(change)
+
+    def mark_active(self, fault_id: str, kind: str, active: bool) -> int:
+        """Record that fault `fault_id` (of `kind`) entered (True) or left (False) its window."""
+
+        def change(doc: dict[str, Any]) -> None:
+            doc.setdefault("active", {})
+            if active:
+                doc["active"][fault_id] = kind
+            else:
+                doc["active"].pop(fault_id, None)
+
+        return self._update(change)
+
+    def active(self) -> dict[str, str]:
+        """Fault id -> kind of every fault in its window now ({} when there is no file yet)."""
+        doc = self.read().get("active", {})
+        return {str(k): str(v) for k, v in doc.items()} if isinstance(doc, dict) else {}
 
     def firings(self) -> list[dict[str, Any]]:
         """Every firing recorded so far by every process, oldest first (a line being written is skipped)."""

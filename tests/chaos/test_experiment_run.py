@@ -116,3 +116,22 @@ def test_ctrl_c_stops_every_process(tmp_path: Path) -> None:
             os.kill(proc.pid, signal.SIGKILL)
     assert proc.returncode == 130, err[-2000:]
     _assert_no_process_left(out)
+
+
+def test_storage_latency_through_the_proxy_fires_and_v2_on_s3_stays_valid(tmp_path: Path) -> None:
+    """End to end with `storage: s3`: SeaweedFS behind the Toxiproxy-API proxy, the job's store
+    writing through it, a latency toxic during batch 1; every process (S3 server and proxy too) stopped."""
+    doc = {
+        "name": "s3-latency",
+        **SMALL,
+        "storage": "s3",
+        "verifiers": ["lineage", "state", "attempts"],
+        "faults": [{"kind": "storage-latency", "at": {"batch": 1}, "for_s": 5, "params": {"latency": 300}}],
+    }
+    out = tmp_path / "out"
+    proc = _chaos(str(_write(tmp_path, doc)), "--out", str(out), "--json")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    res = json.loads(proc.stdout)
+    assert res["valid"] is True and res["faults_fired"] == 1, res
+    assert res["faults"][0]["fired"] is True and res["faults"][0]["proof"], res["faults"]
+    _assert_no_process_left(out)

@@ -11,10 +11,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from s3server import ACCESS_KEY, SECRET_KEY, S3Server
 
 from statebed_load.procs import Managed, start_ingest
 from statebed_model.sources import IngestSource
-from statebed_store import open_storage
+from statebed_store import S3Settings, open_storage
 
 
 def post(url: str, body: bytes, headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], dict[str, object]]:
@@ -102,3 +103,29 @@ def test_overload_gets_429_with_retry_after(tmp_path: Path) -> None:
 
 def test_the_service_listens_on_loopback_only(service: tuple[Managed, str, Path]) -> None:
     assert service[1].startswith("http://127.0.0.1:")
+
+
+@pytest.mark.s3
+def test_landing_on_s3_acknowledges_only_what_the_bucket_holds(
+    tmp_path: Path, s3_server: S3Server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The Kubernetes set-up: the service lands on S3 (real SeaweedFS) through the same `Storage`."""
+    for name, value in (
+        ("STATEBED_S3_ENDPOINT", s3_server.endpoint),
+        ("AWS_ACCESS_KEY_ID", ACCESS_KEY),
+        ("AWS_SECRET_ACCESS_KEY", SECRET_KEY),
+    ):
+        monkeypatch.setenv(name, value)  # the service is a subprocess: it reads S3 settings from its environment
+    landing = f"s3://statebed-test/landing-{tmp_path.name}"
+    proc, url = start_ingest(landing, tmp_path / "logs")
+    try:
+        code, _, doc = post(url + "/events", json.dumps({"events": [{"key": k, "value": k * 10} for k in range(5)]}).encode())
+        assert code == 200, doc
+        assert post(url + "/event", b'{"key": 1}')[0] == 422
+    finally:
+        assert proc.stop() == -signal.SIGTERM
+    source = IngestSource(open_storage(landing, S3Settings.from_env()))
+    acks = source.acks()
+    assert [a.ids for a in acks] == [doc["ids"]]
+    records = source.records([Path(a.file).name for a in acks])
+    assert sorted(zip(records["key"].to_pylist(), records["value"].to_pylist(), strict=True)) == [(k, k * 10) for k in range(5)]
