@@ -2,7 +2,8 @@
 
 Every point is one real `statebed load run` (ingest service, continuous job on local[2],
 Locust, every process stopped, verified): a fast wrong answer cannot count. Per format
-(statebed V2, V1, Spark native V2) the offered load steps up (Locust users, 20 events per
+(statebed V2, V1, Spark native V2; the formats alternate within each step, so a change in
+the machine's load does not favour one) the offered load steps up (Locust users, 20 events per
 request); each step reports acknowledged events/s (committed acknowledged records over
 first ingest → last commit) and ingest→commit p50/p99. The knee is the first step whose
 p99 exceeds 3× the lowest step's p99. Then V2 at the lowest step with a fault for the
@@ -15,6 +16,7 @@ fault-free S3 baseline).
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -37,7 +39,7 @@ def point(env: benchlib.Env, label: str, users: int, duration: float, fmt: str, 
     out = env.dir(f"{label}-u{users}") / "run"
     r = run_load(LoadOptions(users=users, spawn_rate=users, duration_s=duration, format=fmt, seed=seed, experiment=experiment), out)
     lat = r.ingest_to_commit_ms
-    return {
+    row = {
         "users": users,
         "valid": r.valid,
         "events_per_s": r.events_per_s,
@@ -46,6 +48,8 @@ def point(env: benchlib.Env, label: str, users: int, duration: float, fmt: str, 
         "acknowledged": r.acknowledged,
         "lost": r.lost_acknowledged + r.duplicated,
     }
+    print(f"point {label} {json.dumps(row)}", file=sys.stderr, flush=True)  # progress, and kept if a later point fails
+    return row
 
 
 def knee(rows: list[dict[str, Any]]) -> int | None:
@@ -106,7 +110,11 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     with benchlib.environment(args, NAME) as env:
         rep = benchlib.Report(NAME, "acknowledged events/s and ingest->commit latency under load", args, env)
         rep.params.update(formats=formats, steps=steps, duration_s=duration, faults=kinds, knee=f"p99 > {KNEE_FACTOR:g}x the lowest step's")
-        sweeps = {f: [point(env, f, u, duration, f, args.seed) for u in steps] for f in formats}
+        sweeps: dict[str, list[dict[str, Any]]] = {f: [] for f in formats}
+        for i, u in enumerate(steps):  # the formats alternate within each step (step i starts with format i mod n)
+            for k in range(len(formats)):
+                f = formats[(i + k) % len(formats)]
+                sweeps[f].append(point(env, f, u, duration, f, args.seed))
         for f, rows in sweeps.items():
             rep.table(f"{f}: offered load steps", COLUMNS, [list(r.values()) for r in rows])
         faults = fault_points(env, kinds, steps[0], duration, args.seed)

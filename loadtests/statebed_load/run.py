@@ -151,16 +151,15 @@ def run_load(opts: LoadOptions, out: Path, *, say: Callable[[str], None] = lambd
         (out / "experiment.yaml").write_text(exp.to_yaml())
     result = LoadResult(run_dir=str(out))
     tracker = _Tracker()
-    s3: S3Settings | None = None
-    try:
-        with contextlib.ExitStack() as stack:
-            env, s3, services = stack.enter_context(_storage(exp, out, seed))
-            code = _drive(opts, exp, seed, out, env, services, stack, tracker, say, result)
-    finally:
-        tracker.snapshot()
-        tracker.write(out / "processes.json")
-    if code is not None:
-        _judge(out, s3, opts, code, result)
+    with _storage(exp, out, seed) as (env, s3, services):  # S3 outlives the job: the verifiers read the checkpoint there
+        try:
+            with contextlib.ExitStack() as stack:
+                code = _drive(opts, exp, seed, out, env, services, stack, tracker, say, result)
+        finally:
+            tracker.snapshot()
+            tracker.write(out / "processes.json")
+        if code is not None:
+            _judge(out, s3, opts, code, result)
     (out / "load" / "summary.json").write_text(json.dumps(result.to_json(), indent=2) + "\n")
     (out / "load" / "verdict.json").write_text(json.dumps({**result.to_json(), "reasons": result.reasons, "checks": result.checks}) + "\n")
     return result

@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -35,7 +36,7 @@ def _chaos(*args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]
     )
 
 
-def _assert_no_process_left(out: Path) -> None:
+def assert_no_process_left(out: Path) -> None:
     recorded = [ProcessIdentity.from_json({**p, "cmdline": p["cmdline"]}) for p in json.loads((out / "processes.json").read_text())]
     assert recorded, "the runner recorded the driver's processes"
     alive = [p.describe() for p in recorded if p.alive()]
@@ -59,7 +60,7 @@ def test_fault_free_experiment_is_valid_and_equals_baseline(tmp_path: Path) -> N
     assert sum(1 for o in ops if o["type"] == "batch" and o["outcome"] == "ok") == SMALL["batches"]
     assert sum(1 for o in ops if o["type"] == "task-attempt") >= SMALL["batches"] * SMALL["partitions"]
     assert "seed: 5" in (out / "experiment.yaml").read_text()
-    _assert_no_process_left(out)
+    assert_no_process_left(out)
 
 
 def test_fault_that_cannot_fire_is_unknown(tmp_path: Path) -> None:
@@ -94,7 +95,7 @@ def test_timeout_stops_every_process(tmp_path: Path) -> None:
     res = run_experiment(exp, out_dir=tmp_path / "out", progress=False)
     assert res.valid == "unknown" and res.exit_code == 3
     assert any("timeout_s=20" in r for r in res.reasons)
-    _assert_no_process_left(tmp_path / "out")
+    assert_no_process_left(tmp_path / "out")
 
 
 def test_ctrl_c_stops_every_process(tmp_path: Path) -> None:
@@ -103,19 +104,25 @@ def test_ctrl_c_stops_every_process(tmp_path: Path) -> None:
     proc = subprocess.Popen(
         [sys.executable, "-m", "statebed_cli.main", "chaos", "run", str(f), "--out", str(out)], stderr=subprocess.PIPE, text=True
     )
+    err = interrupt_when(proc, lambda: (out / "faulted" / "spark-checkpoint" / "offsets" / "1").exists(), signal.SIGINT)
+    assert proc.returncode == 130, err[-2000:]
+    assert_no_process_left(out)
+
+
+def interrupt_when(proc: subprocess.Popen[str], ready: Callable[[], bool], sig: signal.Signals) -> str:
+    """Send `sig` once `ready()` (an event of the run, e.g. batch 1 started: JVMs and workers run),
+    then wait for the exit; its stderr. SIGKILL only if it never exits."""
     try:
-        offsets = out / "faulted" / "spark-checkpoint" / "offsets"
-        deadline = time.monotonic() + 300
-        while not (offsets / "1").exists():  # batch 1 started: the JVM and its workers run
-            assert proc.poll() is None and time.monotonic() < deadline
+        deadline = time.monotonic() + 600
+        while not ready():
+            assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read() if proc.stderr else ""
             time.sleep(0.2)
-        proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=120)
+        proc.send_signal(sig)
+        _, err = proc.communicate(timeout=180)
+        return err
     finally:
         if proc.poll() is None:
             os.kill(proc.pid, signal.SIGKILL)
-    assert proc.returncode == 130, err[-2000:]
-    _assert_no_process_left(out)
 
 
 def test_storage_latency_through_the_proxy_fires_and_v2_on_s3_stays_valid(tmp_path: Path) -> None:
@@ -134,4 +141,4 @@ def test_storage_latency_through_the_proxy_fires_and_v2_on_s3_stays_valid(tmp_pa
     res = json.loads(proc.stdout)
     assert res["valid"] is True and res["faults_fired"] == 1, res
     assert res["faults"][0]["fired"] is True and res["faults"][0]["proof"], res["faults"]
-    _assert_no_process_left(out)
+    assert_no_process_left(out)

@@ -5,12 +5,15 @@ cluster (the nemesis steps done by hand, as in test_process_faults)."""
 
 from __future__ import annotations
 
+import json
+import re
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from statebed_chaos.faults import Evidence
+from statebed_chaos.faults import Evidence, FaultContext
 from statebed_chaos.verify import verify_run
 from statebed_store.errors import UsageError
 
@@ -107,12 +110,80 @@ def test_zombie_upload_needs_the_zombie_write_after_the_winners(tmp_path: Path) 
     fire(ctx, "changelog.upload.before", "released", t1, pid=2)
     fire(ctx, "changelog.upload.after", "delay(1)", t1, pid=2)
     ev = z.evidence(ctx)
+    assert ev.fired is None and "no event log" in ev.detail  # both wrote, but which one did Spark accept?
+    spark_accepted(ctx, batch=2, partition=1, winner=0)
+    ev = z.evidence(ctx)
     assert ev.fired is True and "released" in ev.detail, ev.detail
-    assert [next(iter(p)) for p in ev.proof] == ["hold", "hold_end", "winner_durable", "zombie_durable"]
+    assert [next(iter(p)) for p in ev.proof] == ["hold", "hold_end", "winner_durable", "zombie_durable", "accepted"]
     z.heal(ctx)
     assert ctx.control.read()["points"] == {}
-    with pytest.raises(UsageError, match="what must be changelog"):
-        fault("zombie-upload", what="snapshot")
+
+
+def spark_accepted(ctx: FaultContext, batch: int, partition: int, winner: int) -> None:
+    """Spark's event log as a run leaves it: batch's state task of `partition` ran twice (attempt 1
+    a speculative copy), `winner` succeeded, the other was killed; a one-attempt task of another stage."""
+
+    def end(tid: int, stage: int, attempt: int, reason: str) -> dict[str, Any]:
+        info = {"Task ID": tid, "Index": partition, "Attempt": attempt, "Executor ID": str(attempt), "Host": f"127.0.0.{2 + attempt}"}
+        info |= {"Speculative": attempt == 1, "Launch Time": 1000 + tid, "Finish Time": 2000 + tid}
+        return {
+            "Event": "SparkListenerTaskEnd",
+            "Stage ID": stage,
+            "Stage Attempt ID": 0,
+            "Task Info": info,
+            "Task End Reason": {"Reason": reason},
+        }
+
+    job = {"Event": "SparkListenerJobStart", "Job ID": 3, "Stage IDs": [6, 7], "Submission Time": 900}
+    job["Properties"] = {"streaming.sql.batchId": str(batch)}
+    won = {a: "Success" if a == winner else "TaskKilled" for a in (0, 1)}
+    lines = [job, end(9, 6, 0, "Success"), end(10, 7, 0, won[0]), end(11, 7, 1, won[1])]
+    ctx.run.events.mkdir(parents=True, exist_ok=True)
+    (ctx.run.events / "app-20261123200000-0000").write_text("".join(json.dumps(e) + "\n" for e in lines))
+
+
+def test_zombie_snapshot_holds_the_original_until_the_copys_snapshot_is_durable(tmp_path: Path) -> None:
+    ctx = context(tmp_path, mode="v1")
+    z = fault("zombie-upload", batch=2, partition=0, what="snapshot", hold_ms=30000)
+    z.prepare(ctx)
+    a0, a1 = "[batch=2,partition=0,attempt=0]", "[batch=2,partition=0,attempt=1]"
+    assert ctx.control.read()["points"] == {
+        "task.commit.after": f"{a0}1*delay(10000)",  # the zombie is the original, a straggler after its commit
+        "snapshot.upload.before": f"{a0}1*hold(30000)",
+        "snapshot.upload.after": f"{a1}1*delay(1)->{a0}1*delay(1)",
+    }
+    t0, t1 = {"batch": 2, "partition": 0, "attempt": 0}, {"batch": 2, "partition": 0, "attempt": 1}
+    spark_accepted(ctx, batch=2, partition=0, winner=1)
+    assert z.evidence(ctx).fired is False  # nothing held
+    fire(ctx, "snapshot.upload.before", "hold(30000)", t0, pid=1)
+    fire(ctx, "task.commit.after", "delay(1)", t1, pid=2)  # the copy's commit is not what releases a snapshot
+    assert z._ready(ctx) is None
+    ev = z.evidence(ctx)
+    assert ev.fired is False and "attempt 1 of batch 2 partition 0 never wrote its snapshot while attempt 0 was held" in ev.detail
+    fire(ctx, "snapshot.upload.after", "delay(1)", t1, pid=2)
+    facts = z.inject(ctx)  # held, and the winner's snapshot is durable: releases at once
+    assert facts["released"] == "after the winner's snapshot" and facts["winner_durable"]["task"] == t1
+    assert ctx.control.read()["released"] == {"snapshot.upload.before": 1}
+    fire(ctx, "snapshot.upload.before", "released", t0, pid=1)
+    ev = z.evidence(ctx)
+    assert ev.fired is False and "never wrote its snapshot after attempt 1's (killed first?)" in ev.detail  # its worker died
+    fire(ctx, "snapshot.upload.after", "delay(1)", t0, pid=1)
+    ev = z.evidence(ctx)
+    assert ev.fired is True and "wrote its snapshot" in ev.detail, ev.detail
+    assert [next(iter(p)) for p in ev.proof] == ["hold", "hold_end", "winner_durable", "zombie_durable", "accepted"]
+    assert ev.proof[-1]["accepted"] == {"attempt": 1, "task_id": 11, "executor": "1", "host": "127.0.0.3"}
+    spark_accepted(ctx, batch=2, partition=0, winner=0)  # the straggler finished first: its snapshot is the right one
+    ev = z.evidence(ctx)
+    assert ev.fired is False and "Spark accepted attempt 0" in ev.detail
+    z.heal(ctx)
+    assert ctx.control.read()["points"] == {}
+
+
+def test_zombie_upload_refuses_an_unknown_what(tmp_path: Path) -> None:
+    for bad, shown in (("checkpoint", "'checkpoint'"), (["snapshot"], "['snapshot']")):
+        with pytest.raises(UsageError, match=re.escape(f"fault f1 (zombie-upload): what must be changelog or snapshot, got {shown}")):
+            fault("zombie-upload", what=bad)
+    assert fault("zombie-upload", what="changelog").terms == fault("zombie-upload").terms  # the default
 
 
 # -- injected into real runs (Spark) ----------------------------------------------------------------
@@ -153,15 +224,17 @@ def test_drop_snapshot_upload_fires_and_v2_loads_fall_back(tmp_path: Path) -> No
     assert_nothing_left(ctx)
 
 
-def zombie_run(tmp_path: Path, fmt: str) -> tuple[Evidence, Path]:
-    """zombie-upload on batch 2 / partition 0 of a sample3 run; returns (evidence, run dir)."""
+def zombie_run(tmp_path: Path, fmt: str, what: str = "changelog") -> tuple[Evidence, Path]:
+    """zombie-upload on batch 2 / partition 0 of a sample3 run; returns (evidence, run dir).
+    Snapshot interval: 3 for snapshots (version 3 is both attempts' first one), else none at all."""
     ctx = context(tmp_path, mode=fmt)
-    z = fault("zombie-upload", batch=2, partition=0)
-    run = Run(ctx, [z], "--workload", "sample3", "--format", fmt, "--batches", "5", "--snapshot-interval", "10", *STANDALONE)
+    z = fault("zombie-upload", batch=2, partition=0, what=what)
+    interval = "3" if what == "snapshot" else "10"
+    run = Run(ctx, [z], "--workload", "sample3", "--format", fmt, "--batches", "5", "--snapshot-interval", interval, *STANDALONE)
     facts = run.inject(z)
     code, err = run.finish()
     assert code == 0, err[-3000:]
-    assert facts["released"] == "after the winner's commit", facts
+    assert facts["released"] == ("after the winner's snapshot" if what == "snapshot" else "after the winner's commit"), facts
     ev = z.evidence(ctx)
     assert ev.fired is True, ev.detail
     assert_nothing_left(ctx)
@@ -182,3 +255,12 @@ def test_zombie_upload_v1_is_caught(tmp_path: Path) -> None:
     assert list((root / "checkpoint" / "state" / "0" / "0").glob("3*.changelog")) == [root / "checkpoint/state/0/0/3.changelog"]
     report = verify_run(root)
     assert report.valid is False, report  # seen: sample-oversize (4 out of a keep-3) and output-mismatch
+
+
+@pytest.mark.slow
+def test_zombie_snapshot_v2_leaves_an_orphan_zip_and_stays_valid(tmp_path: Path) -> None:
+    """The original attempt's snapshot of version 3 lands after the accepted copy's: V2 names it apart."""
+    ev, root = zombie_run(tmp_path, "v2", "snapshot")
+    assert next(p["accepted"]["attempt"] for p in ev.proof if "accepted" in p) == 1
+    assert len(list((root / "checkpoint" / "state" / "0" / "0").glob("3_*.zip"))) == 2  # the winner's and the orphan
+    assert verify_run(root).valid is True

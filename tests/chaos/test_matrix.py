@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 from checkpoint_helpers import run_cli
+from test_experiment_run import assert_no_process_left, interrupt_when
 
 from statebed_chaos.baseline import Baseline, baseline_key
 from statebed_chaos.experiment import Experiment, load_experiment
@@ -321,3 +322,26 @@ def test_quick_matrix_real(tmp_path: Path) -> None:
     v1 = [r for r in doc["runs"] if r["format"] == "v1" and r["workload"] in NONDETERMINISTIC]
     assert any(r["valid"] is False and r["anomalies"] for r in v1), v1
     assert doc["summary"]["v1_caught"] is True and proc.returncode == 0, proc.stderr
+
+
+@pytest.mark.slow
+def test_sigterm_to_a_real_matrix_stops_its_running_cell(tmp_path: Path) -> None:
+    """SIGTERM (what a CI runner or `kill` sends) mid-cell: exit 130, the cell's directory kept,
+    and no process it started (driver JVM, workers, cluster) still alive."""
+    out = tmp_path / "m"
+    cmd = [
+        str(Path(sys.executable).parent / "statebed"),
+        "chaos",
+        "matrix",
+        "--quick",
+        "--faults",
+        "fail-changelog-upload",
+        "--out",
+        str(out),
+    ]
+    proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
+    err = interrupt_when(proc, lambda: bool(list(out.glob("*/*/spark-checkpoint/offsets/1"))), signal.SIGTERM)
+    assert proc.returncode == EXIT_INTERRUPTED, err[-2000:]
+    cells = [d for d in out.iterdir() if d.is_dir()]
+    assert len(cells) == 1 and (cells[0] / "experiment.yaml").exists()
+    assert_no_process_left(cells[0])

@@ -66,3 +66,21 @@ def test_sigkilled_ingest_service_loses_no_acknowledged_record(tmp_path: Path) -
     assert sum(len(a["ids"]) for a in client_acked) <= r.acknowledged  # every 200 is in the ack log (no false ack)
     assert (out / "logs" / "ingest-restarted.err").exists()
     assert_everything_stopped(out)
+
+
+def test_load_run_on_s3_through_the_proxy_with_storage_latency(tmp_path: Path) -> None:
+    """The checkpoint on S3 (real SeaweedFS behind the Toxiproxy-API proxy), a latency toxic in
+    the middle: the verdict is read from S3 while it still runs, the fault provably fired."""
+    exp = parse_experiment(
+        {
+            "name": "load-s3-latency",
+            "storage": "s3",
+            "partitions": 2,
+            "faults": [{"kind": "storage-latency", "at": {"batch": 1}, "for_s": 5, "params": {"latency": 200}}],
+        }
+    )
+    out = tmp_path / "run"
+    r = run_load(LoadOptions(users=3, spawn_rate=3, duration_s=12, seed=8, experiment=exp, trigger_ms=500), out)
+    assert_judged_valid(r, out)
+    assert [f["fired"] for f in r.checks["faults"]] == [True], r.checks["faults"]
+    assert_everything_stopped(out)

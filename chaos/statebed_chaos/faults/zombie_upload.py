@@ -1,96 +1,146 @@
 """zombie-upload: the sharpest V1 positive control. Two attempts of one state task of the
 trigger batch write the same version; the one Spark accepts (the winner) writes first, the
-other (the zombie) after it. V1 names the file `<v>.changelog`: the zombie overwrites the
-committed content while the winner's executor goes on from the winner's state in memory.
-V2 names it `<v>_<uuid>.changelog`: an orphan no commit names.
+other (the zombie) after it. V1 names the file `<v>.changelog` / `<v>.zip`: the zombie
+overwrites the committed content while the winner's executor goes on from the winner's
+state in memory. V2 names it `<v>_<uuid>.changelog|.zip`: an orphan no commit names.
 
-Roles (verified on a standalone cluster): attempt 0 is the winner, slowed after loading its
-state so Spark launches a speculative copy, attempt 1 (on the other executor), which is held
-just before its changelog upload. Attempt 0 commits; once its store commit returned
-(`task.commit.after`) `inject` releases the hold, and attempt 1, already doomed, writes its
-changelog after the winner's, before Spark's kill reaches its Python worker
-(spark.python.task.killTimeout). (Holding attempt 0 and releasing it at attempt 1's
-`changelog.upload.after` instead, as first designed, let attempt 0 finish first: Spark
-accepted the "zombie", whose content was then the file's too; nothing to catch.)
-
-Armed in `prepare` on the run's failpoint control (A0/A1 = [batch=B,partition=P,attempt=0|1]):
+`what: changelog` (default; verified on a standalone cluster): attempt 0 is the winner,
+slowed after loading its state so Spark launches a speculative copy, attempt 1 (on the
+other executor), which is held just before its changelog upload. Attempt 0 commits; once
+its store commit returned (`task.commit.after`) `inject` releases the hold, and attempt 1,
+already doomed, writes its changelog after the winner's, before Spark's kill reaches its
+Python worker (spark.python.task.killTimeout). (Holding attempt 0 and releasing it at
+attempt 1's `changelog.upload.after` instead, as first designed, let attempt 0 finish
+first: Spark accepted the "zombie", whose content was then the file's too; nothing to catch.)
 
     task.load.after         = A0 1*delay(slow_ms)     the winner is a straggler: Spark speculates
     changelog.upload.before = A1 1*hold(hold_ms)      the copy waits before its write
     changelog.upload.after  = A0 1*delay(1) -> A1 1*delay(1)   markers: each changelog durable
     task.commit.after       = A0 1*delay(1)           marker: the winner's commit returned
 
-Proven by the firing records: attempt 1's hold and its end, attempt 0's changelog durable and
-commit returned, and attempt 1's changelog durable later than attempt 0's (the zombie wrote
-after the winner). A zombie killed before it wrote is `fired: false` (the run is unknown).
+`what: snapshot`: roles inverted, so both changelogs are harmless and only the snapshot
+differs. Attempt 0 is the zombie: it commits, then stalls (`task.commit.after`), so Spark
+speculates; attempt 1 commits `<v>` after it (V1: its changelog overwrites attempt 0's,
+the accepted content) and wins. Both queue a snapshot of `<v>` (the experiment must make
+`v` = batch + 1 a snapshot version for both: no snapshot before it and `snapshot_interval`
+<= v, e.g. v itself). Attempt 0's upload, in its worker's background uploader thread, is
+held; once attempt 1's snapshot is durable, `inject` releases it, and it lands while Spark
+kills attempt 0 (the worker dies only after killTimeout). V1 is caught when a later load
+reads `<v>.zip` and replays the winner's changelogs onto the zombie's state: always the
+verifier's final load if no snapshot follows `v` (so batches < 2v with interval v), and
+only if the winner's in-memory state carried the next batch (else the job itself goes on
+from the zombie's state, a consistent other random sample: nothing to catch).
 
-params: partition (default 0), hold_ms (default 60000), slow_ms (default 5000).
+    task.commit.after       = A0 1*delay(slow_ms)     the zombie is a straggler after its commit
+    snapshot.upload.before  = A0 1*hold(hold_ms)      its snapshot waits before its write
+    snapshot.upload.after   = A1 1*delay(1) -> A0 1*delay(1)   markers: each snapshot durable
+
+(A0/A1 = [batch=B,partition=P,attempt=0|1], armed in `prepare` on the run's failpoint control.)
+
+Proven by the firing records: the zombie's hold and its end, the winner's file durable and
+the zombie's durable later; and by Spark's event log: the winner's attempt succeeded. A
+zombie killed before it wrote is `fired: false`; no event log, `fired: null` (unknown).
+
+params: what (changelog | snapshot), partition (default 0), hold_ms (default 60000),
+slow_ms (default 5000 for changelog, 10000 for snapshot: attempt 1 must finish first).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from statebed_model.eventlog import EventLog, TaskAttempt
 from statebed_store.errors import UsageError
 
 from .base import Evidence, Fault, FaultContext, FaultSpec
 from .failpoint_fault import filter_text, matching, positive, term_target
-from .processes import add_term, remove_term
+from .processes import add_term, event_log_or_none, remove_term
 
-__all__ = ["FAULT", "ZombieUpload"]
+__all__ = ["FAULT", "ZombieUpload", "accepted_attempts"]
 
 BEFORE, AFTER = "changelog.upload.before", "changelog.upload.after"
+SNAP_BEFORE, SNAP_AFTER = "snapshot.upload.before", "snapshot.upload.after"
 LOADED, COMMITTED = "task.load.after", "task.commit.after"
+
+
+@dataclass(frozen=True)
+class _Variant:
+    """What the two attempts race to write, where the zombie waits, and what releases it."""
+
+    file: str  # "changelog" | "snapshot"
+    hold: str  # the zombie's held point
+    durable: str  # marker point: the file is written
+    release: str  # the winner's firing that releases the zombie
+    released: str  # that firing in words, and its name in inject's facts
+    fact: str
+    zombie: int  # the zombie's attempt number (the winner is the other one)
+    slow_ms: int  # default straggler delay
+
+
+VARIANTS = {
+    "changelog": _Variant("changelog", BEFORE, AFTER, COMMITTED, "the winner's commit", "winner_committed", zombie=1, slow_ms=5000),
+    "snapshot": _Variant(
+        "snapshot", SNAP_BEFORE, SNAP_AFTER, SNAP_AFTER, "the winner's snapshot", "winner_durable", zombie=0, slow_ms=10000
+    ),
+}
+
+
+def accepted_attempts(log: EventLog, batch: int, partition: int) -> list[TaskAttempt]:
+    """Spark's successful attempts of the (batch, partition) tasks that ran more than once
+    (the state task the fault doubled): exactly one when Spark's choice is known."""
+    return [t for t in log.tasks if t.batch == batch and t.index == partition and t.succeeded and len(log.attempts_of(t.task)) > 1]
 
 
 class ZombieUpload(Fault):
     kind: ClassVar[str] = "zombie-upload"
-    description: ClassVar[str] = "a speculative copy's changelog upload is held until the accepted attempt committed, then released"
+    description: ClassVar[str] = (
+        "a losing attempt's changelog or snapshot upload is held until the accepted attempt wrote the same version, then released"
+    )
     modes: ClassVar[frozenset[str]] = frozenset({"v1", "v2"})  # statebed's failpoints; native Spark has none
     needs: ClassVar[frozenset[str]] = frozenset({"standalone"})  # speculation launches the copy
 
     def __init__(self, spec: FaultSpec) -> None:
         super().__init__(spec)
-        what = str(spec.params.get("what", "changelog"))
-        if what != "changelog":
-            raise UsageError(
-                f"fault {spec.id} ({spec.kind}): what must be changelog (the snapshot variant is not implemented), got {what!r}"
-            )
+        what = spec.params.get("what", "changelog")
+        if not isinstance(what, str) or what not in VARIANTS:
+            raise UsageError(f"fault {spec.id} ({spec.kind}): what must be changelog or snapshot, got {what!r}")
+        self.variant = VARIANTS[what]
         self.hold_ms = positive(spec, "hold_ms", 60000) or 60000
-        self.slow_ms = positive(spec, "slow_ms", 5000)
-        self.winner = term_target(spec, batch=True, attempt=0)
-        self.zombie = {**self.winner, "attempt": 1}
-        a0, a1 = filter_text(self.winner), filter_text(self.zombie)
-        self.terms = [
-            (LOADED, f"{a0}1*delay({self.slow_ms})"),
-            (BEFORE, f"{a1}1*hold({self.hold_ms})"),
-            (AFTER, f"{a0}1*delay(1)"),
-            (AFTER, f"{a1}1*delay(1)"),
-            (COMMITTED, f"{a0}1*delay(1)"),
-        ]
+        self.slow_ms = positive(spec, "slow_ms", self.variant.slow_ms)
+        self.zombie = term_target(spec, batch=True, attempt=self.variant.zombie)
+        self.winner = {**self.zombie, "attempt": 1 - self.variant.zombie}
+        self.terms = self._terms(filter_text(self.winner), filter_text(self.zombie))
         self._armed: list[tuple[str, str]] = []
+
+    def _terms(self, w: str, z: str) -> list[tuple[str, str]]:
+        """The armed terms (see the module docstring); markers are 1 ms delays that leave a firing record."""
+        hold, marks = f"{z}1*hold({self.hold_ms})", [f"{w}1*delay(1)", f"{z}1*delay(1)"]
+        if self.variant.file == "changelog":
+            return [(LOADED, f"{w}1*delay({self.slow_ms})"), (BEFORE, hold), *((AFTER, m) for m in marks), (COMMITTED, f"{w}1*delay(1)")]
+        return [(COMMITTED, f"{z}1*delay({self.slow_ms})"), (SNAP_BEFORE, hold), *((SNAP_AFTER, m) for m in marks)]
 
     def prepare(self, ctx: FaultContext) -> None:
         self._armed = [(point, add_term(ctx.control, point, term)) for point, term in self.terms]
 
     def _ready(self, ctx: FaultContext) -> tuple[dict[str, Any], dict[str, Any]] | None:
-        """The copy is on hold and the winner's commit returned: the moment to release the copy."""
-        held = matching(ctx, BEFORE, "hold", self.zombie)
-        done = matching(ctx, COMMITTED, "delay", self.winner)
+        """The zombie is on hold and the winner got far enough: the moment to release the zombie."""
+        held = matching(ctx, self.variant.hold, "hold", self.zombie)
+        done = matching(ctx, self.variant.release, "delay", self.winner)
         return (held[0], done[0]) if held and done else None
 
     def inject(self, ctx: FaultContext) -> dict[str, Any]:
-        """Wait (bounded by the hold) for the winner's commit, then release the held copy."""
+        """Wait (bounded by the hold) for the winner, then release the held zombie."""
         found = ctx.wait(lambda: self._ready(ctx), self.hold_ms / 1000.0)
-        version = ctx.control.release(BEFORE)
+        version = ctx.control.release(self.variant.hold)
         if found is None:
             return {"released": "without a winner (hold bound or run end)", "control_version": version}
         held, done = found
-        return {"released": "after the winner's commit", "control_version": version, "hold": held, "winner_committed": done}
+        return {"released": f"after {self.variant.released}", "control_version": version, "hold": held, self.variant.fact: done}
 
     def heal(self, ctx: FaultContext) -> None:
         if self._armed:
-            ctx.control.release(BEFORE)  # never leave the copy blocked
+            ctx.control.release(self.variant.hold)  # never leave the zombie blocked
             for point, term in self._armed:
                 remove_term(ctx.control, point, term)
             self._armed = []
@@ -98,27 +148,52 @@ class ZombieUpload(Fault):
     def evidence(self, ctx: FaultContext) -> Evidence:
         if not ctx.control.path.exists():
             return Evidence(None, f"the run has no failpoint control file ({ctx.control.path}): cannot tell")
-        where = f"batch {self.winner['batch']} partition {self.winner['partition']}"
-        held = matching(ctx, BEFORE, "hold", self.zombie)
+        found = self._writes(ctx)
+        if isinstance(found, Evidence):
+            return found
+        detail, proof = found
+        return self._accepted(ctx, proof) or Evidence(True, f"{detail}; Spark accepted the winner", proof)
+
+    def _where(self) -> str:
+        return f"batch {self.zombie['batch']} partition {self.zombie['partition']}"
+
+    def _writes(self, ctx: FaultContext) -> Evidence | tuple[str, list[dict[str, Any]]]:
+        """From the firing records: the zombie's hold, how it ended, and both files durable, the zombie's
+        later: (detail, proof); an Evidence (not fired) when a step is missing."""
+        v, where, z, w = self.variant, self._where(), self.zombie["attempt"], self.winner["attempt"]
+        held = matching(ctx, v.hold, "hold", self.zombie)
         if not held:
-            return Evidence(False, f"no speculative attempt 1 of {where} reached its held changelog upload")
-        ended = [f for f in ctx.firings(BEFORE) if f.get("action") in ("released", "hold-timeout") and f.get("task") == held[0].get("task")]
-        won = matching(ctx, AFTER, "delay", self.winner)
-        proof: list[dict[str, Any]] = [{"hold": held[0]}, *({"hold_end": e} for e in ended[:1]), *({"winner_durable": w} for w in won[:1])]
+            return Evidence(False, f"no attempt {z} of {where} reached its held {v.file} upload")
+        ended = [f for f in ctx.firings(v.hold) if f.get("action") in ("released", "hold-timeout") and f.get("task") == held[0].get("task")]
+        won = matching(ctx, v.durable, "delay", self.winner)
+        proof: list[dict[str, Any]] = [{"hold": held[0]}, *({"hold_end": e} for e in ended[:1]), *({"winner_durable": x} for x in won[:1])]
         if not won:
-            return Evidence(False, f"attempt 0 of {where} never wrote its changelog while attempt 1 was held", proof)
-        zombie = [f for f in matching(ctx, AFTER, "delay", self.zombie) if float(f["time"]) > float(won[0]["time"])]
-        if not zombie:
-            return Evidence(False, f"attempt 1 of {where} never wrote its changelog after attempt 0's (killed first?)", proof)
-        proof.append({"zombie_durable": zombie[0]})
+            return Evidence(False, f"attempt {w} of {where} never wrote its {v.file} while attempt {z} was held", proof)
+        late = [f for f in matching(ctx, v.durable, "delay", self.zombie) if float(f["time"]) > float(won[0]["time"])]
+        if not late:
+            return Evidence(False, f"attempt {z} of {where} never wrote its {v.file} after attempt {w}'s (killed first?)", proof)
+        proof.append({"zombie_durable": late[0]})
         how = ended[0].get("action") if ended else "unknown"
-        gap = float(zombie[0]["time"]) - float(won[0]["time"])
-        return Evidence(
-            True,
-            f"attempt 1 of {where} (pid {held[0].get('pid')}) was held, {how}, and wrote its changelog {gap:.3f} s after "
-            f"the winner attempt 0's (pid {won[0].get('pid')})",
+        gap = float(late[0]["time"]) - float(won[0]["time"])
+        return (
+            f"attempt {z} of {where} (pid {held[0].get('pid')}) was held, {how}, and wrote its {v.file} {gap:.3f} s "
+            f"after the winner attempt {w}'s (pid {won[0].get('pid')})",
             proof,
         )
+
+    def _accepted(self, ctx: FaultContext, proof: list[dict[str, Any]]) -> Evidence | None:
+        """Spark's event log: the winner's attempt succeeded (None), else why this is no zombie (or unknown)."""
+        where, w = self._where(), self.winner["attempt"]
+        log = event_log_or_none(ctx)
+        found = [] if log is None else accepted_attempts(log, self.zombie["batch"], self.zombie["partition"])
+        if len(found) != 1:
+            why = "there is no event log" if log is None else f"the event log has {len(found)} accepted multi-attempt task(s) of {where}"
+            return Evidence(None, f"both attempts wrote, but {why}: cannot tell which one Spark accepted", proof)
+        t = found[0]
+        proof.append({"accepted": {"attempt": t.attempt, "task_id": t.task_id, "executor": t.executor, "host": t.host}})
+        if t.attempt != w:
+            return Evidence(False, f"Spark accepted attempt {t.attempt} of {where}, the held one: its file is no zombie's", proof)
+        return None
 
 
 FAULT = ZombieUpload
