@@ -149,21 +149,25 @@ def test_zombie_snapshot_holds_the_original_until_the_copys_snapshot_is_durable(
     a0, a1 = "[batch=2,partition=0,attempt=0]", "[batch=2,partition=0,attempt=1]"
     assert ctx.control.read()["points"] == {
         "task.commit.after": f"{a0}1*delay(10000)",  # the zombie is the original, a straggler after its commit
+        "task.load.after": f"{a1}1*hold(30000)",  # the copy may not commit before it
         "snapshot.upload.before": f"{a0}1*hold(30000)",
         "snapshot.upload.after": f"{a1}1*delay(1)->{a0}1*delay(1)",
     }
     t0, t1 = {"batch": 2, "partition": 0, "attempt": 0}, {"batch": 2, "partition": 0, "attempt": 1}
     spark_accepted(ctx, batch=2, partition=0, winner=1)
     assert z.evidence(ctx).fired is False  # nothing held
+    fire(ctx, "task.load.after", "hold(30000)", t1, pid=2)  # a copy launched early waits
+    fire(ctx, "task.commit.after", "delay(10000)", t0, pid=1)  # for the zombie's commit
     fire(ctx, "snapshot.upload.before", "hold(30000)", t0, pid=1)
     fire(ctx, "task.commit.after", "delay(1)", t1, pid=2)  # the copy's commit is not what releases a snapshot
-    assert z._ready(ctx) is None
+    assert z._ready(ctx, "snapshot.upload.before", z.zombie, "snapshot.upload.after", z.winner) is None
     ev = z.evidence(ctx)
     assert ev.fired is False and "attempt 1 of batch 2 partition 0 never wrote its snapshot while attempt 0 was held" in ev.detail
     fire(ctx, "snapshot.upload.after", "delay(1)", t1, pid=2)
-    facts = z.inject(ctx)  # held, and the winner's snapshot is durable: releases at once
+    facts = z.inject(ctx)  # the copy is held and the zombie committed; then the winner's snapshot is durable
+    assert facts["winner_gate"]["on"]["task"] == t0 and facts["winner_gate"]["hold"]["task"] == t1
     assert facts["released"] == "after the winner's snapshot" and facts["winner_durable"]["task"] == t1
-    assert ctx.control.read()["released"] == {"snapshot.upload.before": 1}
+    assert ctx.control.read()["released"] == {"task.load.after": 1, "snapshot.upload.before": 1}
     fire(ctx, "snapshot.upload.before", "released", t0, pid=1)
     ev = z.evidence(ctx)
     assert ev.fired is False and "never wrote its snapshot after attempt 1's (killed first?)" in ev.detail  # its worker died
@@ -177,6 +181,7 @@ def test_zombie_snapshot_holds_the_original_until_the_copys_snapshot_is_durable(
     assert ev.fired is False and "Spark accepted attempt 0" in ev.detail
     z.heal(ctx)
     assert ctx.control.read()["points"] == {}
+    assert ctx.control.read()["released"] == {"task.load.after": 2, "snapshot.upload.before": 2}  # heal never leaves a hold
 
 
 def test_zombie_upload_refuses_an_unknown_what(tmp_path: Path) -> None:

@@ -19,20 +19,23 @@ first: Spark accepted the "zombie", whose content was then the file's too; nothi
     task.commit.after       = A0 1*delay(1)           marker: the winner's commit returned
 
 `what: snapshot`: roles inverted, so both changelogs are harmless and only the snapshot
-differs. Attempt 0 is the zombie: it commits, then stalls (`task.commit.after`), so Spark
-speculates; attempt 1 commits `<v>` after it (V1: its changelog overwrites attempt 0's,
-the accepted content) and wins. Both queue a snapshot of `<v>` (the experiment must make
-`v` = batch + 1 a snapshot version for both: no snapshot before it and `snapshot_interval`
-<= v, e.g. v itself). Attempt 0's upload, in its worker's background uploader thread, is
-held; once attempt 1's snapshot is durable, `inject` releases it, and it lands while Spark
-kills attempt 0 (the worker dies only after killTimeout). V1 is caught when a later load
-reads `<v>.zip` and replays the winner's changelogs onto the zombie's state: always the
-verifier's final load if no snapshot follows `v` (so batches < 2v with interval v), and
-only if the winner's in-memory state carried the next batch (else the job itself goes on
-from the zombie's state, a consistent other random sample: nothing to catch).
+differs. Attempt 0 is the zombie: it commits `<v>`, then stalls (`task.commit.after`), so
+Spark speculates. The copy, attempt 1, is held after its load until attempt 0's commit
+returned (on a busy machine Spark may launch it before a cold attempt 0 even loaded, and it
+would commit first), then commits `<v>` and wins (V1: its changelog overwrites attempt 0's:
+the accepted content). Both queue a snapshot of `<v>`: the experiment must make v = batch + 1
+a snapshot version for both (no snapshot before it, `snapshot_interval` <= v; with interval
+v and batches < 2v no later snapshot hides it). Attempt 0's upload, in its worker's
+background uploader thread, is held; once attempt 1's snapshot is durable `inject` releases
+it, and it lands while Spark kills attempt 0 (the worker dies only after killTimeout). V1
+is caught when a load replays the winner's changelogs onto `<v>.zip`, the zombie's sample:
+the verifier's final load does, if the winner's in-memory state carried batch v on (a job
+that reloads `<v>.zip` first goes on from the zombie's state, another valid random sample:
+nothing to catch).
 
-    task.commit.after       = A0 1*delay(slow_ms)     the zombie is a straggler after its commit
-    snapshot.upload.before  = A0 1*hold(hold_ms)      its snapshot waits before its write
+    task.commit.after       = A0 1*delay(slow_ms)     the zombie straggles after its commit
+    task.load.after         = A1 1*hold(hold_ms)      the copy waits for the zombie's commit
+    snapshot.upload.before  = A0 1*hold(hold_ms)      the zombie's snapshot waits before its write
     snapshot.upload.after   = A1 1*delay(1) -> A0 1*delay(1)   markers: each snapshot durable
 
 (A0/A1 = [batch=B,partition=P,attempt=0|1], armed in `prepare` on the run's failpoint control.)
@@ -72,16 +75,17 @@ class _Variant:
     hold: str  # the zombie's held point
     durable: str  # marker point: the file is written
     release: str  # the winner's firing that releases the zombie
-    released: str  # that firing in words, and its name in inject's facts
-    fact: str
+    released: str  # that firing in words
+    fact: str  # its name in inject's facts
     zombie: int  # the zombie's attempt number (the winner is the other one)
     slow_ms: int  # default straggler delay
+    gate: bool = False  # hold the winner after its load until the zombie's commit returned
 
 
 VARIANTS = {
     "changelog": _Variant("changelog", BEFORE, AFTER, COMMITTED, "the winner's commit", "winner_committed", zombie=1, slow_ms=5000),
     "snapshot": _Variant(
-        "snapshot", SNAP_BEFORE, SNAP_AFTER, SNAP_AFTER, "the winner's snapshot", "winner_durable", zombie=0, slow_ms=10000
+        "snapshot", SNAP_BEFORE, SNAP_AFTER, SNAP_AFTER, "the winner's snapshot", "winner_durable", zombie=0, slow_ms=10000, gate=True
     ),
 }
 
@@ -118,29 +122,43 @@ class ZombieUpload(Fault):
         hold, marks = f"{z}1*hold({self.hold_ms})", [f"{w}1*delay(1)", f"{z}1*delay(1)"]
         if self.variant.file == "changelog":
             return [(LOADED, f"{w}1*delay({self.slow_ms})"), (BEFORE, hold), *((AFTER, m) for m in marks), (COMMITTED, f"{w}1*delay(1)")]
-        return [(COMMITTED, f"{z}1*delay({self.slow_ms})"), (SNAP_BEFORE, hold), *((SNAP_AFTER, m) for m in marks)]
+        gate = f"{w}1*hold({self.hold_ms})"
+        return [(COMMITTED, f"{z}1*delay({self.slow_ms})"), (LOADED, gate), (SNAP_BEFORE, hold), *((SNAP_AFTER, m) for m in marks)]
 
     def prepare(self, ctx: FaultContext) -> None:
         self._armed = [(point, add_term(ctx.control, point, term)) for point, term in self.terms]
 
-    def _ready(self, ctx: FaultContext) -> tuple[dict[str, Any], dict[str, Any]] | None:
-        """The zombie is on hold and the winner got far enough: the moment to release the zombie."""
-        held = matching(ctx, self.variant.hold, "hold", self.zombie)
-        done = matching(ctx, self.variant.release, "delay", self.winner)
-        return (held[0], done[0]) if held and done else None
+    def _ready(self, ctx: FaultContext, hold: str, held: dict[str, int], on: str, by: dict[str, int]) -> tuple[dict[str, Any], ...] | None:
+        """`held` is on hold at point `hold` and `by` fired at point `on`: (hold firing, that firing), else None."""
+        waiting, done = matching(ctx, hold, "hold", held), matching(ctx, on, "delay", by)
+        return (waiting[0], done[0]) if waiting and done else None
+
+    def _release(self, ctx: FaultContext, hold: str, held: dict[str, int], on: str, by: dict[str, int]) -> dict[str, Any]:
+        """Wait (bounded by the hold) for `_ready`, then release point `hold`: the facts."""
+        found = ctx.wait(lambda: self._ready(ctx, hold, held, on, by), self.hold_ms / 1000.0)
+        version = ctx.control.release(hold)
+        return {"control_version": version} if found is None else {"control_version": version, "hold": found[0], "on": found[1]}
 
     def inject(self, ctx: FaultContext) -> dict[str, Any]:
-        """Wait (bounded by the hold) for the winner, then release the held zombie."""
-        found = ctx.wait(lambda: self._ready(ctx), self.hold_ms / 1000.0)
-        version = ctx.control.release(self.variant.hold)
-        if found is None:
-            return {"released": "without a winner (hold bound or run end)", "control_version": version}
-        held, done = found
-        return {"released": f"after {self.variant.released}", "control_version": version, "hold": held, self.variant.fact: done}
+        """(snapshot: let the gated winner go on once the zombie committed;) release the zombie once the winner wrote."""
+        v = self.variant
+        gate = {"winner_gate": self._release(ctx, LOADED, self.winner, COMMITTED, self.zombie)} if v.gate else {}
+        got = self._release(ctx, v.hold, self.zombie, v.release, self.winner)
+        if "on" not in got:
+            return {"released": "without a winner (hold bound or run end)", "control_version": got["control_version"], **gate}
+        return {
+            "released": f"after {v.released}",
+            "control_version": got["control_version"],
+            "hold": got["hold"],
+            v.fact: got["on"],
+            **gate,
+        }
 
     def heal(self, ctx: FaultContext) -> None:
         if self._armed:
-            ctx.control.release(self.variant.hold)  # never leave the zombie blocked
+            ctx.control.release(self.variant.hold)  # never leave the zombie (or the gated winner) blocked
+            if self.variant.gate:
+                ctx.control.release(LOADED)
             for point, term in self._armed:
                 remove_term(ctx.control, point, term)
             self._armed = []
