@@ -161,9 +161,11 @@ class S3Settings:
     conditional_put: Literal["auto", "on", "off"] = "auto"
     # An unresponsive endpoint must fail fast: every attempt is bounded by the timeouts, at most
     # `retries` more attempts follow, and none starts once `deadline_s` has passed since the first.
+    # Six retries back off 0, 0.4, 0.8, 1.6, 2, 2 s: a few seconds of resets or refused
+    # connections (a proxy or S3 node restarting) are ridden out instead of failing the query.
     connect_timeout_s: float = 3.0
     read_timeout_s: float = 15.0
-    retries: int = 2
+    retries: int = 6
     deadline_s: float = 30.0
 
     def __post_init__(self) -> None:

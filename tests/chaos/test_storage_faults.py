@@ -118,3 +118,27 @@ def test_never_injected_and_not_applicable(tmp_path: Path) -> None:
             fault.check(mode, "local", storage)
     fault.check("v1", "standalone", "s3")
     assert fault_class("storage-outage").needs == frozenset({"s3-proxy"})
+
+
+def test_default_retries_ride_out_a_short_reset_window(s3_server: S3Server, tmp_path: Path) -> None:
+    """A write that meets connection resets succeeds once the fault heals within the default
+    retry budget: a brief S3 blip must not fail a commit (the matrix's 3 s storage-reset did with 2 retries)."""
+    with through_proxy(s3_server, tmp_path) as (ctx, _):
+        store = S3Storage(f"s3://statebed-test/{uuid.uuid4().hex}", S3Settings(f"http://{ctx.proxy.listen}", ACCESS_KEY, SECRET_KEY))
+        fault = make("storage-reset")
+        fault.inject(ctx)
+        outcome: list[object] = []
+        worker = threading.Thread(target=lambda: outcome.append(_attempt(lambda: store.write("blip", b"kept"))), daemon=True)
+        worker.start()
+        wait_for(lambda: store.retries >= 3 or bool(outcome), timeout_s=30)  # three resets: more than the old budget of 2 survived
+        fault.heal(ctx)
+        worker.join(60)
+        assert not worker.is_alive() and outcome == [None], outcome
+        assert store.retries >= 3 and store.read("blip") == b"kept"
+
+
+def _attempt(call: Any) -> object:
+    try:
+        return call()
+    except Exception as e:  # the outcome under test
+        return e
