@@ -101,7 +101,7 @@ class Nemesis:
         except Exception as e:
             self._op(it, phase, "fail", start, error=f"{type(e).__name__}: {e}")
             return False
-        if phase in ("inject", "heal"):
+        if phase in ("inject", "heal"):  # here, so the window is marked before the op is recorded
             self._mark_active(it, phase == "inject")
         if facts is not None:
             self._op(it, phase, "ok", start, facts=facts)

@@ -4,6 +4,7 @@ and the faults a chaos controller has in their window. Off unless a port is give
 
 from __future__ import annotations
 
+import collections
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -34,10 +35,7 @@ class FaultsActive(Collector):
             active = self.control.active()
         except (OSError, StatebedError):  # a half-written or vanished file: no sample rather than a wrong one
             return
-        kinds: dict[str, int] = {}
-        for kind in active.values():
-            kinds[kind] = kinds.get(kind, 0) + 1
-        for kind, n in sorted(kinds.items()):
+        for kind, n in sorted(collections.Counter(active.values()).items()):
             family.add_metric([kind], n)
         yield family
 

@@ -58,15 +58,8 @@ def test_fault_fires_on_a_request_in_flight(kind: str, s3_server: S3Server, tmp_
         fault = make(kind)
         facts = fault.inject(ctx)
         assert facts["toxic"] == "statebed-f1" and ctx.proxy.get_toxic("statebed-f1").type == facts["type"]
-        outcome: list[object] = []
-
-        def request() -> None:
-            try:
-                outcome.append(store.read("warm"))
-            except Exception as e:  # outage and reset make the request fail: that is the fault
-                outcome.append(e)
-
-        worker = threading.Thread(target=request, daemon=True)
+        outcome: list[object] = []  # outage and reset make the request fail: that is the fault
+        worker = threading.Thread(target=lambda: outcome.append(_attempt(lambda: store.read("warm"))), daemon=True)
         worker.start()
         wait_for(lambda: hit(ctx), timeout_s=20)  # the toxic acted on the request's connection
         fault.heal(ctx)
@@ -138,6 +131,7 @@ def test_default_retries_ride_out_a_short_reset_window(s3_server: S3Server, tmp_
 
 
 def _attempt(call: Any) -> object:
+    """The call's result, or the exception it raised (a request run in a worker thread)."""
     try:
         return call()
     except Exception as e:  # the outcome under test
