@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from statebed_job.cluster import StandaloneCluster
-from statebed_job.procs import IdentityMismatch, ProcessIdentity, identify, send_signal
+from statebed_job.procs import IdentityMismatch, ProcessIdentity, identify, send_signal, stop_all
 
 from .targets.local import LocalTargets
 
@@ -110,15 +110,10 @@ class DriverProcess:
             _signal(self.seen.get(self.pid), signal.SIGTERM)
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self.proc.wait(timeout=GRACE_S)  # the driver stops its own cluster and session on SIGTERM
-        for ident in self.seen.values():
-            _signal(ident, signal.SIGCONT)  # a paused process cannot exit
-            _signal(ident, signal.SIGKILL)
+        stop_all(list(self.seen.values()), grace_s=0)  # the driver had its grace period; the rest goes now
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.proc.wait(timeout=GRACE_S)
         StandaloneCluster(self.run_root / "cluster").down()
-        deadline = time.monotonic() + GRACE_S
-        while time.monotonic() < deadline and any(i.alive() for i in self.seen.values()):
-            time.sleep(0.1)  # SIGKILL is delivered; waiting for the kernel to reap
 
     def processes(self) -> list[dict[str, object]]:
         """Every process recorded below the driver (with the driver), for the leak check."""

@@ -10,10 +10,8 @@ PIDs only, never by name, and only while their identity still matches (`procs`).
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import signal
 import socket
 import subprocess
 import time
@@ -27,7 +25,7 @@ from statebed_store.jsonsafe import loads_strict
 from statebed_store.localfs import atomic_write
 from statebed_store.log import get_logger, kv
 
-from .procs import IdentityMismatch, ProcessIdentity, children, identify, send_signal
+from .procs import ProcessIdentity, children, identify, stop_all
 
 __all__ = ["ClusterState", "StandaloneCluster", "Stopped", "spark_home"]
 
@@ -275,14 +273,8 @@ class StandaloneCluster:
             elif identify(pid) is not None:  # someone holds the PID, and it is not what was recorded
                 why = "no start time was recorded, so it cannot be verified" if ident is None else ident.mismatch()
                 done.refused.append(f"{role} pid {pid} from {self.state_path}: {why}; not signalled")
+        stop_all(targets, grace_s=timeout_s)
         for ident in targets:
-            _signal(ident, signal.SIGCONT)  # a paused process cannot exit
-            _signal(ident, signal.SIGTERM)
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline and any(t.alive() for t in targets):
-            time.sleep(0.2)
-        for ident in targets:
-            _signal(ident, signal.SIGKILL)
             try:
                 os.waitpid(ident.pid, os.WNOHANG)  # reap our own children
             except ChildProcessError:
@@ -291,12 +283,6 @@ class StandaloneCluster:
         done.pids = [t.pid for t in targets]
         log.info("cluster down", extra=kv(pids=done.pids, refused=len(done.refused)))
         return done
-
-
-def _signal(ident: ProcessIdentity, sig: int) -> None:
-    """Signal a verified process; one that exited meanwhile (or whose PID moved on) is left alone."""
-    with contextlib.suppress(IdentityMismatch):
-        send_signal(ident, sig)
 
 
 def _start_time(proc: subprocess.Popen[bytes]) -> int:

@@ -9,15 +9,17 @@ cannot be swapped between the check and the signal.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from statebed_store.errors import StatebedError
 
-__all__ = ["IdentityMismatch", "ProcessIdentity", "children", "identify", "parent_of", "send_signal"]
+__all__ = ["IdentityMismatch", "ProcessIdentity", "children", "identify", "parent_of", "send_signal", "stop_all"]
 
 
 class IdentityMismatch(StatebedError):
@@ -119,3 +121,23 @@ def send_signal(ident: ProcessIdentity, sig: int) -> None:
             raise IdentityMismatch(f"process {ident.pid} has exited") from None
     finally:
         os.close(fd)
+
+
+def stop_all(idents: list[ProcessIdentity], grace_s: float = 15.0, kill_wait_s: float = 15.0) -> list[int]:
+    """Stop every recorded process still alive: CONT (a paused one cannot exit) and TERM, up to
+    `grace_s` for a clean exit, then KILL and up to `kill_wait_s` until the kernel has them gone.
+
+    A zombie counts as gone (its parent reaps it). Orphans count too: a Python worker whose JVM
+    exited is still running until it notices.
+    Returns the PIDs that were alive when it started."""
+    live = [i for i in idents if i.alive()]
+    for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, kill_wait_s)):
+        for ident in live:
+            with contextlib.suppress(IdentityMismatch, PermissionError):
+                if sig == signal.SIGTERM:
+                    send_signal(ident, signal.SIGCONT)
+                send_signal(ident, sig)
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline and any(i.alive() for i in live):
+            time.sleep(0.1)  # the signal is delivered; waiting for the process to go
+    return [i.pid for i in live]

@@ -40,7 +40,7 @@ from statebed_chaos.nemesis import Nemesis
 from statebed_chaos.schedule import realise
 from statebed_chaos.targets.local import LocalTargets
 from statebed_chaos.verify import Verdict, merge_verdicts, summarise, verify_run
-from statebed_job.procs import ProcessIdentity
+from statebed_job.procs import ProcessIdentity, stop_all
 from statebed_model.rundir import RunDir
 from statebed_model.sources import IngestSource
 from statebed_store import S3Settings, open_storage
@@ -128,6 +128,12 @@ class _Tracker:
             if ident is not None and pid not in self.seen:
                 self.seen[pid] = ident
 
+    def stop(self) -> list[int]:
+        """Stop whatever is left (the PIDs): the job's JVM and Python workers outlive a driver that
+        exited on its own, orphaned, until they notice; the leak check must not race them."""
+        self.snapshot()
+        return stop_all(list(self.seen.values()))
+
     def write(self, path: Path) -> None:
         path.write_text(json.dumps([i.to_json() for i in self.seen.values()], indent=2) + "\n")
 
@@ -156,7 +162,8 @@ def run_load(opts: LoadOptions, out: Path, *, say: Callable[[str], None] = lambd
             with contextlib.ExitStack() as stack:
                 code = _drive(opts, exp, seed, out, env, services, stack, tracker, say, result)
         finally:
-            tracker.snapshot()
+            if left := tracker.stop():
+                say(f"stopped {len(left)} processes still running after the run: pids {left}")
             tracker.write(out / "processes.json")
         if code is not None:
             _judge(out, s3, opts, code, result)
