@@ -5,19 +5,16 @@ a timeout or Ctrl-C leaves no process of the run alive."""
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from process_helpers import assert_no_process_left, interrupt_when
 
 from statebed_chaos.experiment import parse_experiment
 from statebed_chaos.runner import run_experiment
-from statebed_job.procs import ProcessIdentity
 
 pytestmark = pytest.mark.slow
 
@@ -34,18 +31,6 @@ def _chaos(*args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]
     return subprocess.run(
         [sys.executable, "-m", "statebed_cli.main", "chaos", "run", *args], capture_output=True, text=True, timeout=timeout
     )
-
-
-def assert_no_process_left(out: Path) -> None:
-    recorded = [ProcessIdentity.from_json({**p, "cmdline": p["cmdline"]}) for p in json.loads((out / "processes.json").read_text())]
-    assert recorded, "the runner recorded the driver's processes"
-    alive = [p.describe() for p in recorded if p.alive()]
-    assert alive == []
-    for run in ("faulted", "baseline"):
-        reg = out / run / "targets.json"
-        if reg.exists():
-            for p in json.loads(reg.read_text())["processes"]:
-                assert not ProcessIdentity.from_json(p).alive(), p
 
 
 def test_fault_free_experiment_is_valid_and_equals_baseline(tmp_path: Path) -> None:
@@ -107,22 +92,6 @@ def test_ctrl_c_stops_every_process(tmp_path: Path) -> None:
     err = interrupt_when(proc, lambda: (out / "faulted" / "spark-checkpoint" / "offsets" / "1").exists(), signal.SIGINT)
     assert proc.returncode == 130, err[-2000:]
     assert_no_process_left(out)
-
-
-def interrupt_when(proc: subprocess.Popen[str], ready: Callable[[], bool], sig: signal.Signals) -> str:
-    """Send `sig` once `ready()` (an event of the run, e.g. batch 1 started: JVMs and workers run),
-    then wait for the exit; its stderr. SIGKILL only if it never exits."""
-    try:
-        deadline = time.monotonic() + 600
-        while not ready():
-            assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read() if proc.stderr else ""
-            time.sleep(0.2)
-        proc.send_signal(sig)
-        _, err = proc.communicate(timeout=180)
-        return err
-    finally:
-        if proc.poll() is None:
-            os.kill(proc.pid, signal.SIGKILL)
 
 
 def test_storage_latency_through_the_proxy_fires_and_v2_on_s3_stays_valid(tmp_path: Path) -> None:

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 from checkpoint_helpers import run_cli
-from test_experiment_run import assert_no_process_left, interrupt_when
+from process_helpers import assert_no_process_left, interrupt_when
 
 from statebed_chaos.baseline import Baseline, baseline_key
 from statebed_chaos.experiment import Experiment, load_experiment

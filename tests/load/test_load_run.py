@@ -6,9 +6,9 @@ import json
 from pathlib import Path
 
 import pytest
+from process_helpers import assert_no_process_left
 
 from statebed_chaos.experiment import parse_experiment
-from statebed_job.procs import ProcessIdentity
 from statebed_load.run import LoadOptions, LoadResult, run_load
 
 pytestmark = pytest.mark.slow
@@ -17,12 +17,6 @@ SUMMARY_KEYS = {
     "run_dir", "valid", "acknowledged", "committed", "lost_acknowledged", "duplicated",
     "requests", "failures", "ingest_to_commit_ms", "events_per_s",
 }  # fmt: skip
-
-
-def assert_everything_stopped(out: Path) -> None:
-    procs = [ProcessIdentity.from_json(p) for p in json.loads((out / "processes.json").read_text())]
-    assert len(procs) >= 3  # ingest service, job driver (+ its JVM), Locust
-    assert [p.describe() for p in procs if p.alive()] == []
 
 
 def assert_judged_valid(r: LoadResult, out: Path) -> None:
@@ -54,7 +48,7 @@ def test_load_run_with_a_fault_in_the_middle_loses_nothing(tmp_path: Path) -> No
     faults = [json.loads(line) for line in (out / "history.jsonl").read_text().splitlines()]
     assert any(op["type"] == "fault" and op["phase"] == "inject" and op["outcome"] == "ok" for op in faults)
     assert [f["fired"] for f in r.checks["faults"]] == [True]
-    assert_everything_stopped(out)
+    assert_no_process_left(out, at_least=3)  # ingest service, job driver (+ its JVM), Locust
 
 
 def test_sigkilled_ingest_service_loses_no_acknowledged_record(tmp_path: Path) -> None:
@@ -65,7 +59,7 @@ def test_sigkilled_ingest_service_loses_no_acknowledged_record(tmp_path: Path) -
     client_acked = [json.loads(line) for line in (out / "load" / "client-acks.jsonl").read_text().splitlines() if line.strip()]
     assert sum(len(a["ids"]) for a in client_acked) <= r.acknowledged  # every 200 is in the ack log (no false ack)
     assert (out / "logs" / "ingest-restarted.err").exists()
-    assert_everything_stopped(out)
+    assert_no_process_left(out, at_least=3)  # ingest service, job driver (+ its JVM), Locust
 
 
 def test_load_run_on_s3_through_the_proxy_with_storage_latency(tmp_path: Path) -> None:
@@ -83,4 +77,4 @@ def test_load_run_on_s3_through_the_proxy_with_storage_latency(tmp_path: Path) -
     r = run_load(LoadOptions(users=3, spawn_rate=3, duration_s=12, seed=8, experiment=exp, trigger_ms=500), out)
     assert_judged_valid(r, out)
     assert [f["fired"] for f in r.checks["faults"]] == [True], r.checks["faults"]
-    assert_everything_stopped(out)
+    assert_no_process_left(out, at_least=3)  # ingest service, job driver (+ its JVM), Locust

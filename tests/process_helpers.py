@@ -1,0 +1,42 @@
+"""Leak checks and interrupts for commands that start processes (chaos runs, matrices, load runs)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from statebed_job.procs import ProcessIdentity
+
+
+def assert_no_process_left(out: Path, at_least: int = 1) -> None:
+    """Every process the command recorded in `out/processes.json` (at least `at_least` of them)
+    has exited, and so has every target a run under `out` registered."""
+    recorded = [ProcessIdentity.from_json(p) for p in json.loads((out / "processes.json").read_text())]
+    assert len(recorded) >= at_least, f"the command recorded {len(recorded)} processes, expected >= {at_least}"
+    assert [p.describe() for p in recorded if p.alive()] == []
+    for run in ("faulted", "baseline"):
+        reg = out / run / "targets.json"
+        if reg.exists():
+            for p in json.loads(reg.read_text())["processes"]:
+                assert not ProcessIdentity.from_json(p).alive(), p
+
+
+def interrupt_when(proc: subprocess.Popen[str], ready: Callable[[], bool], sig: signal.Signals) -> str:
+    """Send `sig` once `ready()` (an event of the run, e.g. batch 1 started: JVMs and workers run),
+    then wait for the exit; its stderr. SIGKILL only if it never exits."""
+    try:
+        deadline = time.monotonic() + 600
+        while not ready():
+            assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read() if proc.stderr else ""
+            time.sleep(0.2)
+        proc.send_signal(sig)
+        _, err = proc.communicate(timeout=180)
+        return err
+    finally:
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGKILL)
