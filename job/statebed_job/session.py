@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import re
 import sys
+from collections.abc import Collection
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -15,7 +17,7 @@ from .config import SPECULATION_CONF, JobOptions
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["NATIVE_CONF", "build_session", "failpoint_control", "spark_conf"]
+__all__ = ["NATIVE_CONF", "STANDALONE_SIZING", "build_session", "failpoint_control", "spark_conf", "submitted_conf"]
 
 # Spark's own RocksDB store with checkpoint format V2 (native mode).
 NATIVE_CONF = {
@@ -49,7 +51,12 @@ def failpoint_control(run: RunDir) -> Path:
     return Path(os.environ.get(failpoints.CONTROL_ENV) or run.root / "failpoints" / "control.json").absolute()
 
 
-def spark_conf(opts: JobOptions, run: RunDir, master: str) -> dict[str, str]:
+# Executor sizing for the standalone cluster statebed starts. A value spark-submit was given
+# (spark-defaults.conf, --conf: the Kubernetes chart sizes executors so) or `--conf` wins over it.
+STANDALONE_SIZING = {"spark.executor.memory": "1g", "spark.executor.cores": "1"}
+
+
+def spark_conf(opts: JobOptions, run: RunDir, master: str, submitted: Collection[str] = ()) -> dict[str, str]:
     scratch = run.root / "spark-local"
     quiet = f"-Dlog4j2.configurationFile=file:{LOG4J}"
     conf = {
@@ -75,10 +82,9 @@ def spark_conf(opts: JobOptions, run: RunDir, master: str) -> dict[str, str]:
     }
     if opts.cluster == "standalone":
         conf.update(SPECULATION_CONF)
+        conf.update({k: v for k, v in STANDALONE_SIZING.items() if k not in submitted})
         conf.update(
             {
-                "spark.executor.memory": "1g",
-                "spark.executor.cores": "1",
                 "spark.task.maxFailures": "4",
                 "spark.locality.wait": "200ms",  # Spark's 3 s default stalls every shuffle stage on 1-core executors
             }
@@ -93,6 +99,23 @@ def spark_conf(opts: JobOptions, run: RunDir, master: str) -> dict[str, str]:
     return conf
 
 
+def submitted_conf() -> frozenset[str]:
+    """The Spark settings given outside statebed: under spark-submit (its JVM is up, PYSPARK_GATEWAY_PORT)
+    those it holds (spark-defaults.conf, --conf); else the keys of the spark-defaults.conf that the JVM
+    statebed launches will read (SPARK_CONF_DIR, else $SPARK_HOME/conf), e.g. the chaos controller's drivers."""
+    if "PYSPARK_GATEWAY_PORT" not in os.environ:
+        conf_dir = os.environ.get("SPARK_CONF_DIR") or (os.environ["SPARK_HOME"] + "/conf" if os.environ.get("SPARK_HOME") else None)
+        path = Path(conf_dir) / "spark-defaults.conf" if conf_dir else None
+        if path is None or not path.is_file():
+            return frozenset()
+        lines = (line.strip() for line in path.read_text(errors="replace").splitlines())
+        return frozenset(re.split(r"[\s=:]", line, maxsplit=1)[0] for line in lines if line and not line.startswith(("#", "!")))
+    from pyspark import SparkConf, SparkContext
+
+    SparkContext._ensure_initialized()  # connects to spark-submit's JVM; launches nothing
+    return frozenset(k for k, _ in SparkConf().getAll())
+
+
 def build_session(opts: JobOptions, run: RunDir, master: str) -> SparkSession:
     """A session for the run (PYSPARK_PYTHON pinned to this interpreter, scratch under the run dir)."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -102,7 +125,7 @@ def build_session(opts: JobOptions, run: RunDir, master: str) -> SparkSession:
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder
-    for k, v in spark_conf(opts, run, master).items():
+    for k, v in spark_conf(opts, run, master, submitted_conf()).items():
         builder = builder.config(k, v)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(os.environ.get("STATEBED_SPARK_LOG_LEVEL", "ERROR"))

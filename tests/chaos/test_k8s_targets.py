@@ -4,30 +4,47 @@ records the commands run through pods/exec. No cluster is pretended: requests ar
 
 from __future__ import annotations
 
+import ast
+import functools
 import json
+import re
 import signal
 import urllib.parse
+import zipfile
+from pathlib import Path
 from typing import Any
 
+import pyspark
 import pytest
 from kubernetes.client import ApiClient, Configuration, CoreV1Api
 
 from statebed_chaos.targets import IdentityMismatch
-from statebed_chaos.targets.k8s import K8sForbidden, K8sTargets
+from statebed_chaos.targets import k8s as k8s_targets
+from statebed_chaos.targets.k8s import API_CALLS, EXECUTOR_MAINS, K8sForbidden, K8sTargets
 
 NS = "statebed"
 SELECTOR = "statebed.io/target=executor,app.kubernetes.io/instance=statebed"
-TINI = [
-    "/usr/bin/tini",
-    "-s",
-    "--",
-    "/opt/java/openjdk/bin/java",
-    "-cp",
-    "/opt/spark/jars/*",
-    "org.apache.spark.executor.KubernetesExecutorBackend",
-    "--executor-id",
-    "1",
-]
+ROOT = Path(__file__).resolve().parents[2]
+JARS = Path(pyspark.__file__).parent / "jars"
+
+
+@functools.cache
+def _jar_classes() -> dict[str, str]:
+    """Every class in pyspark's jars (dotted name -> jar): what a JVM of this Spark can run."""
+    out = {}
+    for jar in sorted(JARS.glob("spark-*.jar")):
+        with zipfile.ZipFile(jar) as z:
+            out.update({n.removesuffix(".class").replace("/", "."): jar.name for n in z.namelist() if n.endswith(".class")})
+    return out
+
+
+def _k8s_executor_main() -> str:
+    """The Kubernetes executor's main class, as Spark's own jar names it (spark-kubernetes_*.jar)."""
+    (main,) = [c for c, jar in _jar_classes().items() if c.endswith(".KubernetesExecutorBackend") and jar.startswith("spark-kubernetes_")]
+    return main
+
+
+TINI = ["/usr/bin/tini", "-s", "--", "/opt/java/bin/java", "-cp", "/opt/spark/jars/*", _k8s_executor_main(), "--executor-id", "1"]
 JAVA = TINI[3:]
 
 
@@ -151,7 +168,7 @@ def test_a_pod_gone_or_replaced_is_an_identity_mismatch(pool: FakePool, status: 
 def test_forbidden_names_the_missing_permission(pool: FakePool) -> None:
     pool.answers[("GET", f"/api/v1/namespaces/{NS}/pods")] = (403, _status(403))
     with pytest.raises(
-        K8sForbidden, match=r"list pods in namespace statebed: forbidden \(403\).*get/list/delete on pods and create on pods/exec"
+        K8sForbidden, match=r"list pods in namespace statebed: forbidden \(403\).*delete/get/list on pods; create/get on pods/exec"
     ):
         _targets(pool, FakeExec(PROCS)).find("executor")
 
@@ -220,3 +237,51 @@ def test_driver_pods_are_found_by_the_driver_selector_and_killed_by_deletion(poo
     assert pool.requests[0]["query"]["labelSelector"] == "statebed.io/target=driver"
     targets.kill(d)  # the Job replaces the pod: a driver restart
     assert pool.requests[-1]["body"]["preconditions"] == {"uid": "d1"}
+
+
+@pytest.mark.parametrize("main", EXECUTOR_MAINS)
+def test_every_executor_main_class_matched_exists_in_pysparks_jars(main: str) -> None:
+    assert main in _jar_classes(), f"{main}: no such class in {JARS} (Spark {pyspark.__version__})"
+    assert f"{main}$" in _jar_classes()  # a Scala object: `main` is on its companion, the class java starts
+
+
+def test_the_images_entrypoint_starts_an_executor_main_the_backend_matches() -> None:
+    """k8s/entrypoint.sh is what a Spark executor pod runs: its main class is one the targets find."""
+    script = (ROOT / "k8s" / "entrypoint.sh").read_text()
+    mains = set(re.findall(r"\borg\.apache\.spark\.[\w.]+", script))
+    assert mains == {_k8s_executor_main()} and _k8s_executor_main() in EXECUTOR_MAINS
+
+
+def test_api_calls_table_names_every_kubernetes_call_the_chaos_backend_makes() -> None:
+    """A CoreV1Api method called in targets/k8s.py or k8s_backend.py without a row in API_CALLS fails here
+    (the rows are what tests/k8s/test_rbac.py holds the chart's Role to)."""
+    called = set()
+    for module in (Path(k8s_targets.__file__), ROOT / "chaos" / "statebed_chaos" / "k8s_backend.py"):
+        for node in ast.walk(ast.parse(module.read_text())):
+            if (
+                isinstance(node, ast.Attribute)
+                and hasattr(CoreV1Api, node.attr)
+                and re.match(r"(list|read|create|delete|patch|replace|connect)_", node.attr)
+            ):
+                called.add(node.attr)
+    assert called == set(API_CALLS), f"called {sorted(called)}, table {sorted(API_CALLS)}"
+    assert API_CALLS["connect_get_namespaced_pod_exec"] == ("pods/exec", ("get", "create"))  # a WebSocket GET, + create from 1.35
+
+
+def test_the_process_listing_run_in_a_pod_works_on_a_real_proc() -> None:
+    """The script targets/k8s.py runs through pods/exec, run here by a real python3 on this machine's
+    /proc (entries such as /proc/self are not PIDs): it lists this test's own process with its argv."""
+    import os
+    import subprocess
+    import sys
+
+    from statebed_chaos.targets.k8s import _PS
+
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "statebed-ps-marker"])
+    try:
+        out = subprocess.run(["python3", "-c", _PS], capture_output=True, text=True, check=True)
+        procs = {pid: (ppid, argv) for pid, ppid, _, argv in json.loads(out.stdout)}
+        assert procs[child.pid] == (os.getpid(), [sys.executable, "-c", "import time; time.sleep(60)", "statebed-ps-marker"])
+    finally:
+        child.kill()
+        child.wait()

@@ -65,18 +65,6 @@ def test_executor_pods_carry_the_label_the_chaos_backend_selects_on() -> None:
     assert env["SPARK_LOCAL_IP"]["valueFrom"]["fieldRef"]["fieldPath"] == "status.podIP"  # attempt records name the pod IP
 
 
-def test_chaos_rbac_is_pods_get_list_delete_and_exec_only() -> None:
-    docs = render("default")
-    role = one(docs, "Role", f"{RELEASE}-chaos")
-    rules = sorted((tuple(r["apiGroups"]), tuple(r["resources"]), tuple(sorted(r["verbs"]))) for r in role["rules"])
-    assert rules == [(("",), ("pods",), ("delete", "get", "list")), (("",), ("pods/exec",), ("create",))]
-    binding = one(docs, "RoleBinding", f"{RELEASE}-chaos")
-    assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": f"{RELEASE}-chaos"}
-    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": f"{RELEASE}-chaos", "namespace": "statebed"}]
-    assert one(docs, "Deployment", f"{RELEASE}-chaos")["spec"]["template"]["spec"]["serviceAccountName"] == f"{RELEASE}-chaos"
-    assert not [d for d in docs if d["kind"] in ("ClusterRole", "ClusterRoleBinding")]
-
-
 def test_spark_driver_job_submits_to_kubernetes_as_the_spark_service_account() -> None:
     docs = render("default")
     job = one(docs, "Job", f"{RELEASE}-driver")

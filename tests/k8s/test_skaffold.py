@@ -97,3 +97,44 @@ def test_verifiers_read_what_the_driver_writes(platform: str) -> None:
 def test_verify_job_manifest_validates(version: str) -> None:
     job = yaml.safe_load((ROOT / "k8s/verify-job.yaml").read_text())
     kubernetes_validate.validate(job, version, strict=True)
+
+
+def _skaffold_verify_job(verify: dict[str, Any]) -> dict[str, Any]:
+    """The Job skaffold runs for one verify entry with a jobManifestPath: skaffold's own merge rule
+    (pkg/skaffold/verify/k8sjob/verify.go, createJobFromManifestPath + patchToK8sContainer): the
+    manifest container whose name equals the verify container's name is the base (none: an empty
+    container), its image, name, command and args are replaced, env is appended; it becomes the only
+    container. The pod's own fields (volumes, securityContext) stay."""
+    job = yaml.safe_load((ROOT / verify["executionMode"]["kubernetesCluster"]["jobManifestPath"]).read_text())
+    want = verify["container"]
+    base = next((c for c in job["spec"]["template"]["spec"]["containers"] if c["name"] == want["name"]), {})
+    merged = {**copy.deepcopy(base), "image": want["image"], "name": want["name"]}
+    for key in ("command", "args"):
+        if key in want:
+            merged[key] = want[key]
+    merged["env"] = [*merged.get("env", []), *want.get("env", [])]
+    job["spec"]["template"]["spec"]["containers"] = [merged]
+    return job
+
+
+@pytest.mark.parametrize("name", ["lineage", "state"])
+def test_verify_containers_keep_the_manifests_env_mounts_and_security_after_skaffolds_merge(name: str) -> None:
+    (verify,) = [v for v in SKAFFOLD["verify"] if v["name"] == name]
+    manifest = yaml.safe_load((ROOT / "k8s/verify-job.yaml").read_text())
+    assert verify["container"]["name"] in [c["name"] for c in manifest["spec"]["template"]["spec"]["containers"]]
+    job = _skaffold_verify_job(verify)
+    (c,) = job["spec"]["template"]["spec"]["containers"]
+    env = {e["name"] for e in c["env"]}
+    assert {"STATEBED_S3_ENDPOINT", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_REGION"} <= env
+    assert {"name": "runs", "mountPath": "/runs", "readOnly": True} in c["volumeMounts"]
+    assert c["securityContext"]["allowPrivilegeEscalation"] is False and c["resources"]["limits"]
+    assert c["command"] == ["statebed"] and c["args"] == verify["container"]["args"]
+    kubernetes_validate.validate(job, K8S_VERSIONS[-1], strict=True)
+
+
+def test_the_merge_rule_loses_env_and_mounts_for_a_container_name_not_in_the_manifest() -> None:
+    """The skaffold.yaml this project had (verify-lineage / verify-state against a manifest container `verify`)."""
+    (verify,) = [copy.deepcopy(v) for v in SKAFFOLD["verify"] if v["name"] == "lineage"]
+    verify["container"]["name"] = "verify-lineage"
+    (c,) = _skaffold_verify_job(verify)["spec"]["template"]["spec"]["containers"]
+    assert "volumeMounts" not in c and c["env"] == []

@@ -37,17 +37,20 @@ def test_scheduled_and_manual_with_a_60_minute_budget() -> None:
 
 
 def test_kind_matrix_is_the_versions_the_charts_are_validated_for() -> None:
-    include = JOB["strategy"]["matrix"]["include"]
-    assert [i["k8s"] for i in include] == [v.rsplit(".", 1)[0] for v in K8S_VERSIONS]
-    for i in include:
-        assert re.fullmatch(rf"kindest/node:v{re.escape(i['k8s'])}\.\d+@sha256:[0-9a-f]{{64}}", i["node_image"]), i
+    nodes = JOB["strategy"]["matrix"]["node"]
+    assert [n["k8s"] for n in nodes] == [v.rsplit(".", 1)[0] for v in K8S_VERSIONS]
+    for n in nodes:
+        assert re.fullmatch(rf"kindest/node:v{re.escape(n['k8s'])}\.\d+@sha256:[0-9a-f]{{64}}", n["image"]), n
 
 
-def test_image_loaded_into_kind_then_skaffold_deploy_verify_and_the_chaos_matrix_on_k8s() -> None:
+def test_image_built_once_loaded_into_kind_then_skaffold_deploy_verify_and_the_chaos_matrix_on_k8s() -> None:
+    build = "\n".join(str(s.get("run", "")) for s in DOC["jobs"]["build"]["steps"])
+    assert "skaffold build -p kind" in build and "docker save" in build
+    assert JOB["needs"] == "build"
     run = "\n".join(str(s.get("run", "")) for s in JOB["steps"])
     order = [
         "make k8s-check",
-        "skaffold build -p kind",
+        "docker load",
         "kind load docker-image",
         "skaffold deploy -p kind",
         "skaffold verify -p kind",
@@ -58,31 +61,103 @@ def test_image_loaded_into_kind_then_skaffold_deploy_verify_and_the_chaos_matrix
     assert positions == sorted(positions), order
 
 
-def test_artifacts_are_collected_and_uploaded_even_on_failure() -> None:
+# Measured per-cell time of the full preset (README "One run of the full preset, seed 1": 38 cells in
+# 79 minutes on this 2-core machine, i.e. ~125 s a cell), the set-up before the first cell (kind
+# cluster, image load, deploy with the driver Job's run, verify), and a margin for a slower runner.
+CELL_SECONDS, SETUP_MINUTES, MARGIN = 125, 15, 1.5
+
+
+def _matrix_args() -> list[str]:
+    m = re.search(r"\|\| '([^']*)'", str(DOC["env"]["MATRIX_ARGS"]))  # the default when not dispatched by hand
+    assert m, DOC["env"]["MATRIX_ARGS"]
+    return m.group(1).split()
+
+
+def _shard_cells(faults: str | None) -> list[object]:
+    from statebed_chaos.matrix_presets import PRESETS, plan_cells
+
+    args = _matrix_args()
+    assert args[0] == "--full" and args[1:3] == ["--seeds", "1"], args
+    opts = dict(zip(args[3::2], args[4::2], strict=True))
+    selection = {"workloads": opts["--workloads"].split(","), "formats": opts["--formats"].split(",")}
+    cells, _ = plan_cells(PRESETS["full"], 1, faults=None if faults is None else faults.split(","), **selection)
+    return list(cells)
+
+
+def test_every_shard_fits_its_budget_at_the_measured_cell_time() -> None:
+    shards = JOB["strategy"]["matrix"]["shard"]
+    for shard in shards:
+        cells = len(_shard_cells(shard["faults"]))
+        minutes = SETUP_MINUTES + MARGIN * cells * CELL_SECONDS / 60
+        assert minutes <= JOB["timeout-minutes"], f"shard {shard['name']}: {cells} cells need ~{minutes:.0f} min"
+    assert "--faults" in str(_step("Chaos matrix")["run"]) and "matrix.shard.faults" in str(_step("Chaos matrix")["env"])
+
+
+def test_shards_cover_every_fault_of_the_selection_once() -> None:
+    shards = [s["faults"].split(",") for s in JOB["strategy"]["matrix"]["shard"]]
+    flat = [f for s in shards for f in s]
+    assert len(flat) == len(set(flat))
+    everything = _shard_cells(None)
+    assert sorted(c.fault for c in everything) == sorted(c.fault for s in shards for c in _shard_cells(",".join(s)))  # type: ignore[attr-defined]
+
+
+def test_artifacts_are_streamed_from_the_node_and_an_empty_collection_fails() -> None:
+    """kind mounts a tmpfs on the node's /tmp (kind's provision.go: --tmpfs /tmp), which `docker cp`
+    cannot read: the step streams a tar out with `docker exec` and fails when it collected nothing."""
     for name in ("Collect run directories", "Upload artifacts"):
         assert _step(name)["if"] == "always()", name
     assert "actions/upload-artifact@" in str(_step("Upload artifacts")["uses"])
-    assert "/tmp/statebed-runs" in str(_step("Collect run directories")["run"])  # the chart's runs hostPath on the kind node
+    collect = str(_step("Collect run directories")["run"])
+    assert not re.search(r"^\s*docker cp", collect, re.M)
+    assert re.search(r'docker exec "\$CLUSTER-control-plane" tar -C /tmp -cf - statebed-runs \| tar -C artifacts -xf -', collect)
+    assert "|| echo" not in collect and "set -euo pipefail" in collect
     assert "--keep" in str(_step("Chaos matrix")["run"])  # every cell's directory (and report.html) kept
 
 
-def _gate(tmp_path: Path, runs: list[dict[str, object]], v1_caught: bool) -> int:
-    script = str(_step("Gate")["run"]).split("<<'PY'\n", 1)[1].rsplit("PY", 1)[0]
-    summary = {"cells": len(runs), "valid": 0, "invalid": 0, "unknown": 0, "v1_caught": v1_caught}
-    (tmp_path / "matrix.json").write_text(json.dumps({"runs": runs, "summary": summary}))
+@pytest.mark.parametrize("files", [0, 2])
+def test_collect_step_fails_when_the_node_has_no_run_directory(tmp_path: Path, files: int) -> None:
+    """The step's own script, with `docker` and `kubectl` stand-ins: a node whose /tmp/statebed-runs is
+    empty makes the step fail; one with files passes."""
+    node = tmp_path / "node" / "statebed-runs"
+    node.mkdir(parents=True)
+    for i in range(files):
+        (node / f"f{i}").write_text("x")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "docker").write_text(f'#!/bin/bash\n[ "$1" = exec ] || exit 1\nexec tar -C {tmp_path / "node"} -cf - statebed-runs\n')
+    (bin_dir / "kubectl").write_text("#!/bin/bash\nexit 1\n")
+    for f in bin_dir.iterdir():
+        f.chmod(0o755)
+    work = tmp_path / "work"
+    work.mkdir()
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "CLUSTER": "statebed"}
+    out = subprocess.run(["bash", "-c", str(_step("Collect run directories")["run"])], cwd=work, env=env, capture_output=True, text=True)
+    assert (out.returncode == 0) is (files > 0), out.stdout + out.stderr
+
+
+def _gate(tmp_path: Path, shards: dict[str, list[dict[str, object]]], v1_caught: dict[str, bool]) -> int:
+    (step,) = DOC["jobs"]["gate"]["steps"][1:]
+    script = str(step["run"]).split("<<'PY'\n", 1)[1].rsplit("PY", 1)[0]
+    for name, runs in shards.items():
+        d = tmp_path / "shards" / f"nightly-k8s-{name}"
+        d.mkdir(parents=True)
+        summary = {"cells": len(runs), "v1_caught": v1_caught[name]}
+        (d / "matrix.json").write_text(json.dumps({"runs": runs, "summary": summary}))
     return subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True).returncode
 
 
 @pytest.mark.parametrize(
-    ("v2", "v1_caught", "passes"),
-    [(True, True, True), (False, True, False), ("unknown", True, True), (True, False, False)],
+    ("v2", "caught", "passes"),
+    [(True, (True, False), True), (False, (True, False), False), ("unknown", (False, True), True), (True, (False, False), False)],
 )
-def test_gate_fails_on_an_invalid_v2_verdict_or_an_uncaught_v1_control(tmp_path: Path, v2: object, v1_caught: bool, passes: bool) -> None:
-    runs = [
-        {"fault": "zombie-upload", "workload": "sample3", "format": "v1", "seed": 1, "valid": not v1_caught, "run_dir": "a"},
-        {"fault": "kill-executor", "workload": "sample3", "format": "v2", "seed": 1, "valid": v2, "run_dir": "b"},
-    ]
-    assert (_gate(tmp_path, runs, v1_caught) == 0) is passes
+def test_gate_fails_on_an_invalid_v2_verdict_or_a_version_without_a_caught_v1_control(
+    tmp_path: Path, v2: object, caught: tuple[bool, bool], passes: bool
+) -> None:
+    v1 = {"fault": "zombie-upload", "workload": "sample3", "format": "v1", "seed": 1, "valid": False, "run_dir": "a"}
+    v2_run = {"fault": "kill-executor", "workload": "sample3", "format": "v2", "seed": 1, "valid": v2, "run_dir": "b"}
+    shards = {"1.35-uploads": [v1], "1.35-processes": [v2_run]}
+    assert (_gate(tmp_path, shards, dict(zip(shards, caught, strict=True))) == 0) is passes
+    assert DOC["jobs"]["gate"]["needs"] == "kind" and DOC["jobs"]["gate"]["if"] == "always()"
 
 
 def test_image_smoke_runs_nightly_in_its_own_job_and_uploads_its_run() -> None:

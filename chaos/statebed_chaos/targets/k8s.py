@@ -30,17 +30,33 @@ from statebed_store.errors import StatebedError
 
 from .base import KINDS, Target, Targets
 
-__all__ = ["EXECUTOR_MAINS", "ExecFn", "K8sForbidden", "K8sTargets", "stream_exec"]
+__all__ = ["API_CALLS", "EXECUTOR_MAINS", "ExecFn", "K8sForbidden", "K8sTargets", "stream_exec"]
 
-# The executor JVM's main class: Spark on Kubernetes starts KubernetesExecutorBackend; older
-# images and standalone start CoarseGrainedExecutorBackend.
-EXECUTOR_MAINS = ("org.apache.spark.executor.KubernetesExecutorBackend", "org.apache.spark.executor.CoarseGrainedExecutorBackend")
+# The executor JVM's main class: Spark on Kubernetes starts KubernetesExecutorBackend (in
+# spark-kubernetes_2.13's jar; the image's entrypoint names it); standalone starts
+# CoarseGrainedExecutorBackend (spark-core). tests/chaos/test_k8s_targets.py finds each in pyspark's jars.
+EXECUTOR_MAINS = (
+    "org.apache.spark.scheduler.cluster.k8s.KubernetesExecutorBackend",
+    "org.apache.spark.executor.CoarseGrainedExecutorBackend",
+)
+# Every CoreV1Api method this module calls -> (resource, verbs) as RBAC authorizes the request.
+# `stream()` opens pods/exec as a WebSocket, an HTTP GET: authorized as `get`, and from
+# Kubernetes 1.35 (AuthorizePodWebsocketUpgradeCreatePermission, on by default) also as `create`.
+# The chart's chaos Role must grant exactly these (tests/k8s/test_rbac.py); a call missing here fails that test.
+API_CALLS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "list_namespaced_pod": ("pods", ("list",)),
+    "read_namespaced_pod": ("pods", ("get",)),
+    "delete_namespaced_pod": ("pods", ("delete",)),
+    "connect_get_namespaced_pod_exec": ("pods/exec", ("get", "create")),
+}
 _PYSPARK = ("pyspark.daemon", "pyspark.worker")
 # Prints every process of the container as JSON: [pid, parent pid, start time, argv].
 _PS = (
     "import json, os\n"
     "out = []\n"
     "for p in os.listdir('/proc'):\n"
+    "    if not p.isdigit():\n"
+    "        continue\n"
     "    try:\n"
     "        f = open(f'/proc/{p}/stat').read().rsplit(')', 1)[1].split()\n"
     "        argv = open(f'/proc/{p}/cmdline', 'rb').read().decode(errors='replace').split('\\0')[:-1]\n"
@@ -229,7 +245,14 @@ class K8sTargets(Targets):
                 raise IdentityMismatch(f"{who}{what}: the pod {why}") from None
             if e.status == 403:
                 raise K8sForbidden(
-                    f"{who}{what} in namespace {self.namespace}: forbidden (403); the chaos controller's Role needs "
-                    "get/list/delete on pods and create on pods/exec"
+                    f"{who}{what} in namespace {self.namespace}: forbidden (403); the chaos controller's Role needs {_needs()}"
                 ) from None
             raise StatebedError(f"{who}{what} in namespace {self.namespace}: Kubernetes API error {e.status} {e.reason}") from None
+
+
+def _needs() -> str:
+    """The permissions API_CALLS adds up to, for a 403's message: `delete/get/list on pods; create/get on pods/exec`."""
+    by: dict[str, set[str]] = {}
+    for resource, verbs in API_CALLS.values():
+        by.setdefault(resource, set()).update(verbs)
+    return "; ".join(f"{'/'.join(sorted(v))} on {r}" for r, v in sorted(by.items()))
