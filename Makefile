@@ -1,6 +1,7 @@
 # The two set-up commands of the README (`make run`, `make test`) and a few helpers.
 # Each target creates .venv and installs statebed into it first (again only when
-# pyproject.toml changed), so a fresh clone needs python3 (3.11+), make and Java 17.
+# pyproject.toml changed), so a fresh clone needs python3 (3.11+, with venv), make and
+# Java 17; `make test` also Chromium (tests/prereqs.sh checks them before anything starts).
 
 PYTHON ?= python3
 VENV   := .venv
@@ -8,6 +9,15 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
 .PHONY: run test check k8s-check image-smoke bench chaos-nightly report-screenshots clean
+
+# `make test` without a prerequisite pip cannot install: one line naming it and its package,
+# at parse time, so nothing (venv, lint, suite) starts.
+ifneq ($(filter test,$(MAKECMDGOALS)),)
+PREREQS_MISSING := $(shell /bin/sh tests/prereqs.sh '$(PYTHON)' '$(VENV)' 2>&1)
+ifneq ($(PREREQS_MISSING),)
+$(error $(PREREQS_MISSING))
+endif
+endif
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -35,10 +45,11 @@ SMOKE_BASE   ?= localhost/statebed-smoke-base:bookworm
 SMOKE_IMAGE  ?= localhost/statebed:smoke
 PODMAN_FLAGS := --runtime runc --ulimit nofile=1024:1024 --ulimit nproc=1024:1024
 
-image-smoke: $(STAMP)  ## (root, podman, debootstrap) the Dockerfile built on a local Java 17 + Python + pyspark base; `statebed run` in it against SeaweedFS on loopback
+image-smoke: $(STAMP)  ## (root, podman, debootstrap) the Dockerfile built on a debootstrapped bookworm; `statebed run` in it against SeaweedFS on loopback, then the chart smoke
 	podman image exists $(SMOKE_BASE) || ./k8s/smoke-base.sh $(SMOKE_BASE)
-	podman build $(PODMAN_FLAGS) --network host --build-arg BASE_IMAGE=$(SMOKE_BASE) -t $(SMOKE_IMAGE) .
+	podman build $(PODMAN_FLAGS) --network host --build-arg BASE_IMAGE=$(SMOKE_BASE) --build-arg S3A_JARS=false -t $(SMOKE_IMAGE) .
 	$(BIN)/python k8s/image_smoke.py $(SMOKE_IMAGE)
+	$(BIN)/python k8s/chart_smoke.py $(SMOKE_IMAGE)
 
 bench: $(STAMP)  ## benchmarks (minutes; not part of the tests)
 	$(BIN)/python benchmarks/run_all.py

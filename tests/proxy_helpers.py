@@ -7,7 +7,7 @@ import json
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -17,9 +17,10 @@ from statebed_chaos.proxy import ProxyServer
 
 
 @contextlib.contextmanager
-def proxy_api(record: Path | None = None, seed: int = 0) -> Iterator[tuple[ProxyServer, Toxiproxy]]:
-    """Our API server on a free loopback port, and the real toxiproxy-python client pointed at it."""
-    server = ProxyServer("127.0.0.1", 0, record=record, seed=seed)
+def proxy_api(record: Path | None = None, seed: int = 0, allow: Sequence[str] = ()) -> Iterator[tuple[ProxyServer, Toxiproxy]]:
+    """Our API server on a free loopback port (`allow`: its --allow-upstream), and the real
+    toxiproxy-python client pointed at it."""
+    server = ProxyServer("127.0.0.1", 0, record=record, seed=seed, allow_upstream=allow)
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     client = Toxiproxy()

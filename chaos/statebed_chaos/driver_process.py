@@ -3,9 +3,9 @@
 Faults kill drivers, executors and workers, so the runner cannot rely on the driver to stop
 what it started. While the driver lives, every process below it (its JVM, local Python
 workers, the standalone master and workers it started, their executors) is recorded with its
-identity (start time and command line); `stop` signals exactly those that are still the
-recorded process (TERM, a grace period, then KILL), and brings the run's cluster down by its
-`cluster.json`. Nothing is found by name.
+identity (start time and command line; `procs.track` re-pins one that exec'd while in the
+tree); `stop` signals exactly those that are still the recorded process (TERM, a grace period,
+then KILL), and brings the run's cluster down by its `cluster.json`. Nothing is found by name.
 """
 
 from __future__ import annotations
@@ -19,11 +19,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from statebed_job.cluster import StandaloneCluster
-from statebed_job.procs import IdentityMismatch, ProcessIdentity, identify, send_signal, stop_all
+from statebed_job.procs import IdentityMismatch, ProcessIdentity, identify_started, send_signal, stop_all, track
 
 from .targets.local import LocalTargets
 
-__all__ = ["DriverExit", "DriverProcess", "descendants", "python_env"]
+__all__ = ["DriverExit", "DriverProcess", "python_env"]
 
 POLL_S = 0.5
 GRACE_S = 15.0
@@ -40,25 +40,6 @@ class DriverExit:
     stderr: str
 
 
-def descendants(root: int) -> list[int]:
-    """Every process below `root`, from one scan of /proc (parent pids)."""
-    parent: dict[int, list[int]] = {}
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit():
-            continue
-        try:
-            ppid = int((d / "stat").read_text().rsplit(")", 1)[1].split()[1])
-        except (OSError, IndexError, ValueError):
-            continue
-        parent.setdefault(ppid, []).append(int(d.name))
-    out, todo = [], [root]
-    while todo:
-        for c in parent.get(todo.pop(), []):
-            out.append(c)
-            todo.append(c)
-    return out
-
-
 class DriverProcess:
     """One `statebed run` subprocess, registered as target "driver" of its run directory."""
 
@@ -70,21 +51,17 @@ class DriverProcess:
         with open(self.stdout, "wb") as out, open(self.stderr, "wb") as err:
             self.proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=err, stdin=subprocess.DEVNULL, start_new_session=True)
         self.seen: dict[int, ProcessIdentity] = {}
-        self._record(self.proc.pid)
+        ident = identify_started(self.proc.pid)
+        if ident is not None:
+            self.seen[ident.pid] = ident
         LocalTargets(run_root).register("driver", self.proc.pid)
 
     @property
     def pid(self) -> int:
         return self.proc.pid
 
-    def _record(self, pid: int) -> None:
-        ident = identify(pid)
-        if ident is not None and ident.pid not in self.seen:
-            self.seen[ident.pid] = ident
-
     def _snapshot(self) -> None:
-        for pid in descendants(self.proc.pid):
-            self._record(pid)
+        track([self.proc.pid], self.seen)
 
     def wait(self, deadline: float) -> DriverExit:
         """Until the driver exits or `deadline` (monotonic): then everything is stopped (timed out)."""

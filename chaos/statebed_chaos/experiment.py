@@ -17,9 +17,13 @@ import yaml
 
 from statebed_model.native_state import NATIVE_STATE
 from statebed_model.workloads import WORKLOADS
-from statebed_store.errors import UsageError
+from statebed_store.durations import parse_duration
+from statebed_store.errors import NotRegularFileError, UsageError
+from statebed_store.localfs import read_regular
+from statebed_store.naming import path_segment
 
 from .faults import FaultSpec, NotApplicable, Trigger, fault_class
+from .limits import MAX_EXPERIMENT_BYTES, MAX_FAULT_S, MAX_PARAM_MS, MAX_SEED, MAX_SIZES, MAX_TIMEOUT_S
 
 __all__ = ["VERIFIERS", "Experiment", "RandomSchedule", "check_fault", "load_experiment", "parse_experiment"]
 
@@ -101,7 +105,9 @@ def load_experiment(path: str | os.PathLike[str]) -> Experiment:
     """Read and check an experiment file; any problem is a UsageError naming the file and field."""
     p = Path(path)
     try:
-        text = p.read_text()
+        text = read_regular(p, max_bytes=MAX_EXPERIMENT_BYTES).decode()  # a FIFO or /dev/zero is refused, never read
+    except NotRegularFileError as e:
+        raise UsageError(f"{e}; not an experiment file") from None
     except (OSError, UnicodeDecodeError) as e:
         raise UsageError(f"{p}: cannot read the experiment file ({getattr(e, 'strerror', None) or e})") from None
     try:
@@ -125,25 +131,34 @@ class _Fields:
             self.fail(unknown[0], f"unknown key (known: {', '.join(known)})")
         self.doc: dict[str, Any] = doc
 
-    def fail(self, name: str, why: str) -> NoReturn:
-        field_ = ".".join(x for x in (self.where, name) if x) or "(top level)"
-        raise UsageError(f"{self.file}: {field_}: {why}")
+    def label(self, name: str) -> str:
+        """`<file>: <dotted field>`, the prefix of every error about `name`."""
+        return f"{self.file}: {'.'.join(x for x in (self.where, name) if x) or '(top level)'}"
 
-    def int_(self, name: str, default: int | None, lo: int = 1, optional: bool = False) -> Any:
+    def fail(self, name: str, why: str) -> NoReturn:
+        raise UsageError(f"{self.label(name)}: {why}")
+
+    def int_(self, name: str, default: int | None, lo: int = 1, optional: bool = False, hi: int | None = None, unit: str = "") -> Any:
+        """An integer in lo..hi (hi default: the limit of that name in MAX_SIZES, if any)."""
         v = self.doc.get(name, default)
         if v is None and optional:
             return None
-        if not isinstance(v, int) or isinstance(v, bool) or v < lo:
-            self.fail(name, f"must be an integer >= {lo}, got {v!r}")
+        hi = MAX_SIZES.get(name) if hi is None else hi
+        if not isinstance(v, int) or isinstance(v, bool) or v < lo or (hi is not None and v > hi):
+            self.fail(name, f"must be an integer {f'in {lo}..{hi}' if hi is not None else f'>= {lo}'}{unit}, got {v!r}")
         return v
 
-    def num(self, name: str, default: float | None, optional: bool = False) -> Any:
+    def duration(self, name: str, default: float | None, maximum: float, optional: bool = False) -> Any:
+        """Seconds, as a number or a Locust timespan (`30s`, `2m`, `1h30m`); 0 allowed."""
         v = self.doc.get(name, default)
         if v is None and optional:
             return None
-        if not isinstance(v, (int, float)) or isinstance(v, bool) or v < 0 or v != v or v == float("inf"):
-            self.fail(name, f"must be a number >= 0, got {v!r}")
-        return float(v)
+        return parse_duration(v, self.label(name), maximum=maximum, zero_ok=True)
+
+    def segment(self, name: str, default: str | None) -> Any:
+        """A string that becomes a file or directory name (see `naming.path_segment`)."""
+        v = self.str_(name, default)
+        return None if v is None else path_segment(v, self.label(name))
 
     def choice(self, name: str, default: str, choices: tuple[str, ...]) -> str:
         v = self.doc.get(name, default)
@@ -192,26 +207,27 @@ def parse_experiment(doc: Any, file: str = "<experiment>") -> Experiment:
     d = Experiment()
     f = _Fields({} if doc is None else doc, file, "", _TOP)
     exp = Experiment(
-        name=f.str_("name", d.name),
+        name=f.segment("name", d.name),
         workload=f.choice("workload", d.workload, tuple(sorted(WORKLOADS))),
         format=f.choice("format", d.format, ("v1", "v2", "native")),
         storage=f.choice("storage", d.storage, ("local", "s3")),
         cluster=f.choice("cluster", d.cluster, ("local", "standalone")),
         **{k: f.int_(k, getattr(d, k)) for k in _SIZES},
-        seed=f.int_("seed", None, lo=0, optional=True),
+        seed=f.int_("seed", None, lo=0, optional=True, hi=MAX_SEED),
         verifiers=_verifiers(f),
         proxy_api=_proxy(f),
-        timeout_s=f.num("timeout_s", d.timeout_s),
+        timeout_s=f.duration("timeout_s", d.timeout_s, MAX_TIMEOUT_S),
         max_driver_restarts=f.int_("max_driver_restarts", d.max_driver_restarts, lo=0),
     )
-    if exp.workers > 20:
-        f.fail("workers", f"must be 1..20, got {exp.workers}")
     if exp.format == "native" and exp.workload not in NATIVE_STATE:
         f.fail("workload", f"native runs support {', '.join(NATIVE_STATE)} only, got {exp.workload!r}")
     if exp.timeout_s <= 0:
         f.fail("timeout_s", "must be > 0")
     exp.faults = [_fault(item, i, f) for i, item in enumerate(f.list_("faults"))]
     exp.schedule = _schedule(f)
+    drawn = 0 if exp.schedule is None else exp.schedule.count
+    if len(exp.faults) + drawn > MAX_SIZES["faults"]:
+        f.fail("faults", f"{len(exp.faults)} explicit + {drawn} drawn faults: at most {MAX_SIZES['faults']} in one experiment")
     ids = [s.id for s in exp.faults]
     dup = sorted({i for i in ids if ids.count(i) > 1})
     if dup:
@@ -272,12 +288,42 @@ def _fault(item: Any, i: int, top: _Fields) -> FaultSpec:
     if not isinstance(params, dict) or not all(isinstance(k, str) for k in params):
         f.fail("params", f"must be a mapping of names to values, got {params!r}")
     return FaultSpec(
-        id=f.str_("id", f"f{i + 1}"),
+        id=f.segment("id", f"f{i + 1}"),
         kind=kind,
-        at=Trigger(batch=at.int_("batch", 1, lo=0), after_s=at.num("after_s", 0.0), on_commit=on_commit),
-        for_s=f.num("for_s", None, optional=True),
-        params=dict(params),
+        at=Trigger(
+            batch=at.int_("batch", 1, lo=0, hi=MAX_SIZES["batches"]), after_s=at.duration("after_s", 0.0, MAX_FAULT_S), on_commit=on_commit
+        ),
+        for_s=f.duration("for_s", None, MAX_FAULT_S, optional=True),
+        params=_params(_Fields(params, top.file, f"faults[{i}].params", tuple(params))),
     )
+
+
+# Params whose type the file checks before a fault sees them (the catalogue's numeric ones):
+# name -> (kind, upper bound). Any other must be a scalar; the fault's own checks do the rest.
+_PARAMS: dict[str, tuple[str, float]] = {
+    **{n: ("ms", MAX_PARAM_MS) for n in ("ms", "hold_ms", "slow_ms", "latency", "jitter", "timeout")},
+    "partition": ("int", MAX_SIZES["partitions"] - 1),
+    "to_batch": ("int", MAX_SIZES["batches"]),
+    "rate": ("int", 10**9),  # storage-bandwidth's KB/s
+    "wait_s": ("duration", MAX_FAULT_S),
+    "toxicity": ("fraction", 1.0),
+}
+
+
+def _params(p: _Fields) -> dict[str, Any]:
+    """The fault's params, type-checked where the catalogue says what they are (durations in seconds)."""
+    out = dict(p.doc)
+    for name, v in p.doc.items():
+        kind, hi = _PARAMS.get(name, ("scalar", 0.0))
+        if kind in ("ms", "int"):
+            out[name] = p.int_(name, None, lo=0, hi=int(hi), unit=" (milliseconds)" if kind == "ms" else "")
+        elif kind == "duration":
+            out[name] = p.duration(name, None, hi)
+        elif kind == "fraction" and (not isinstance(v, (int, float)) or isinstance(v, bool) or not 0 <= v <= hi):
+            p.fail(name, f"must be a number in 0..1, got {v!r}")
+        elif kind == "scalar" and not (v is None or isinstance(v, (str, int, float, bool))):
+            p.fail(name, f"must be a string, number or boolean, got {v!r}")
+    return out
 
 
 def _schedule(top: _Fields) -> RandomSchedule | None:
@@ -292,19 +338,26 @@ def _schedule(top: _Fields) -> RandomSchedule | None:
     batches = r.doc.get("batches", [1, 1])
     if not (isinstance(batches, list) and len(batches) == 2 and all(isinstance(b, int) and not isinstance(b, bool) for b in batches)):
         r.fail("batches", f"must be [first, last] batch ids, got {batches!r}")
-    if not 0 <= batches[0] <= batches[1]:
-        r.fail("batches", f"must be 0 <= first <= last, got {batches!r}")
-    for_s = r.doc.get("for_s")
-    if for_s is not None and not (
-        isinstance(for_s, list) and len(for_s) == 2 and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in for_s)
-    ):
-        r.fail("for_s", f"must be [min, max] seconds, got {for_s!r}")
-    if for_s is not None and not 0 <= for_s[0] <= for_s[1]:
-        r.fail("for_s", f"must be 0 <= min <= max, got {for_s!r}")
+    if not 0 <= batches[0] <= batches[1] <= MAX_SIZES["batches"]:
+        r.fail("batches", f"must be 0 <= first <= last <= {MAX_SIZES['batches']}, got {batches!r}")
+    for_s = _range(r, "for_s")
     return RandomSchedule(
-        count=r.int_("count", None),
+        count=r.int_("count", None, hi=MAX_SIZES["faults"]),
         kinds=tuple(kinds),
         batches=(batches[0], batches[1]),
-        after_s=r.num("after_s", 0.0),
-        for_s=None if for_s is None else (float(for_s[0]), float(for_s[1])),
+        after_s=r.duration("after_s", 0.0, MAX_FAULT_S),
+        for_s=for_s,
     )
+
+
+def _range(r: _Fields, name: str) -> tuple[float, float] | None:
+    """`[min, max]` durations (each a number or timespan), or None when absent."""
+    v = r.doc.get(name)
+    if v is None:
+        return None
+    if not (isinstance(v, list) and len(v) == 2):
+        r.fail(name, f"must be [min, max] seconds, got {v!r}")
+    lo, hi = (parse_duration(x, f"{r.label(name)}[{i}]", maximum=MAX_FAULT_S, zero_ok=True) for i, x in enumerate(v))
+    if lo > hi:
+        r.fail(name, f"must be 0 <= min <= max, got {v!r}")
+    return lo, hi

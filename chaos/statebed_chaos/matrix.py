@@ -1,8 +1,10 @@
 """The chaos matrix: run every cell (fault kind × workload × format × seed) as an experiment,
-then judge the whole: every statebed V2 cell must be valid, and the V1 positive control must
-be caught (a V1 cell on a nondeterministic workload found invalid: if V1 never fails, the
-faults are too weak and a V2 "valid" proves nothing). Native Spark cells are reported, and
-count against the verdict only when asked (`strict_native`).
+then judge the whole. It passes only when something was proven: at least one statebed V2
+cell, every one valid, and a V1 positive control caught (a V1 cell on a nondeterministic
+workload found invalid by a state or lineage anomaly, the seed appendix's kinds, not a
+harness one: if V1 never fails, the faults are too weak and a V2 "valid" proves nothing). A
+selection without a V2 cell or a V1 control fails, saying so. Native Spark cells are
+reported, and count against the verdict only when asked (`strict_native`).
 
 A cell whose run crashed is `unknown`, never valid. Each cell runs in `<out>/<cell>/` from
 the `experiment.yaml` written there, so `statebed chaos run <out>/<cell>/experiment.yaml
@@ -29,6 +31,7 @@ from .matrix_presets import FORMATS, NONDETERMINISTIC, Cell, Skipped
 from .observed import observed_counts
 from .runner import ExperimentResult, run_experiment
 from .verify import Verdict
+from .verify.result import is_store_anomaly
 
 __all__ = ["CellRun", "MatrixResult", "RunCell", "run_experiment_cell", "run_matrix"]
 
@@ -107,9 +110,9 @@ class MatrixResult:
 
     @property
     def v1_caught(self) -> bool | None:
-        """None: no V1 control cell was run (a narrowed selection), so nothing to catch."""
+        """A V1 control found invalid by a state or lineage anomaly; None: no V1 control cell ran."""
         controls = self.v1_controls()
-        return None if not controls else any(r.valid is False for r in controls)
+        return None if not controls else any(_caught(r) for r in controls)
 
     @property
     def native_ok(self) -> bool:
@@ -119,8 +122,31 @@ class MatrixResult:
     def exit_code(self) -> int:
         if self.interrupted is not None:
             return EXIT_INTERRUPTED
-        ok = self.v2_all_valid and self.v1_caught is not False and (self.native_ok or not self.strict_native)
-        return EXIT_OK if ok else EXIT_FAILED
+        return EXIT_FAILED if self.reasons() else EXIT_OK
+
+    def reasons(self) -> list[str]:
+        """Why the matrix does not pass (empty: it does): each rule it breaks, in words."""
+        v2, controls = self.of("v2"), self.v1_controls()
+        out = []
+        if not v2:
+            out.append("no statebed V2 cell ran: nothing shows V2 holds under these faults")
+        elif not self.v2_all_valid:
+            out.append(f"{sum(r.valid is not True for r in v2)} of {len(v2)} statebed V2 cell(s) not valid")
+        if not controls:
+            out.append(
+                f"no V1 control ran (a V1 cell on {' or '.join(sorted(NONDETERMINISTIC))}): nothing shows the faults can break a store"
+            )
+        elif not self.v1_caught:
+            other = sum(r.valid is False for r in controls)
+            out.append(
+                f"the V1 control was not caught: no V1 cell on {' or '.join(sorted(NONDETERMINISTIC))} was found invalid by a state "
+                f"or lineage anomaly ({len(controls)} ran"
+                + (f"; {other} invalid only by other anomalies: {_kinds(controls)}" if other else "")
+                + ")"
+            )
+        if self.strict_native and not self.native_ok:
+            out.append(f"{sum(r.valid is not True for r in self.of('native'))} native cell(s) not valid (--strict-native)")
+        return out
 
     def failing(self) -> list[CellRun]:
         """Cells not valid: their directories are kept and their commands printed."""
@@ -140,6 +166,7 @@ class MatrixResult:
             "failing": [{"cell": r.cell.name, "valid": r.valid, "reasons": r.reasons, "reproduce": r.reproduce} for r in self.failing()],
             "interrupted": self.interrupted,
             "notes": self.notes,
+            "reasons": self.reasons(),
             "exit_code": self.exit_code,
         }
 
@@ -150,6 +177,15 @@ class MatrixResult:
 def _counts(runs: Iterable[CellRun], *, total: str) -> dict[str, int]:
     n = Counter(_label(r.valid) for r in runs)
     return {total: sum(n.values()), "valid": n["valid"], "invalid": n["invalid"], "unknown": n["unknown"]}
+
+
+def _caught(run: CellRun) -> bool:
+    return run.valid is False and any(is_store_anomaly(a) for a in run.anomalies)
+
+
+def _kinds(runs: Iterable[CellRun]) -> str:
+    found = {f"{a.get('check', '?')}/{a.get('kind', '?')}" for r in runs if r.valid is False for a in r.anomalies}
+    return ", ".join(sorted(found)) or "none"
 
 
 def _label(v: Verdict) -> str:
@@ -282,4 +318,5 @@ def render_verdict(result: MatrixResult) -> str:
         f"({sum(r.valid is False for r in result.v1_controls())} of {len(result.v1_controls())} nondeterministic V1 cells invalid); "
         f"native {n['valid']}/{n['cells']} valid{' (strict)' if result.strict_native else ' (reported only)'}; "
         f"{len(result.skipped)} combination(s) not applicable"
+        + "".join(f"; FAIL because {r}" for r in ([] if result.interrupted else result.reasons()))
     )

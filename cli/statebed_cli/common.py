@@ -5,10 +5,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import stat
 import sys
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from statebed_store import S3Settings, Storage, StoreId, open_storage
+from statebed_store.durations import parse_duration
 from statebed_store.errors import UsageError
 from statebed_store.naming import DEFAULT_STORE, check_id
 
@@ -17,11 +21,15 @@ __all__ = [
     "add_s3_args",
     "add_store_args",
     "add_target_args",
+    "bounded_int",
     "checked_target",
+    "duration_arg",
     "emit_json",
+    "fresh_output_dir",
     "non_negative_int",
     "open_checkpoint",
     "open_location",
+    "output_file",
     "store_from_args",
 ]
 
@@ -37,6 +45,54 @@ def non_negative_int(text: str) -> int:
     if value < 0:
         raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {value}")
     return value
+
+
+def bounded_int(hi: int) -> Callable[[str], int]:
+    """An argparse type: an integer in 1..hi (the limits in statebed_chaos.limits)."""
+
+    def parse(text: str) -> int:
+        value = non_negative_int(text)
+        if not 1 <= value <= hi:
+            raise argparse.ArgumentTypeError(f"expected an integer >= 1 and <= {hi}, got {value}")
+        return value
+
+    return parse
+
+
+def duration_arg(maximum: float) -> Callable[[str], float]:
+    """An argparse type: seconds from `30`, `30s`, `2m` or `1h30m` (Locust's `-t`), in (0, maximum]."""
+
+    def parse(text: str) -> float:
+        try:
+            return parse_duration(text, "", maximum=maximum)
+        except UsageError as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
+
+    return parse
+
+
+def fresh_output_dir(path: Path, flag: str = "--out") -> Path:
+    """`path` as a new or empty directory (created): a command never writes into another run's."""
+    if path.exists() and (not path.is_dir() or any(path.iterdir())):
+        raise UsageError(f"{flag} {path}: exists and is not an empty directory")
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def output_file(path: Path | None, flag: str) -> Path | None:
+    """`path` if it is absent or a regular file: a FIFO, socket, device, directory or symlink
+    there is refused before anything is written (it must never be replaced or opened blocking)."""
+    if path is None:
+        return None
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return path
+    except OSError as e:
+        raise UsageError(f"{flag} {path}: {e.strerror}") from None
+    if not stat.S_ISREG(mode):
+        raise UsageError(f"{flag} {path}: exists and is not a regular file; refusing to replace it")
+    return path
 
 
 def add_checkpoint_args(p: argparse.ArgumentParser) -> None:

@@ -3,18 +3,26 @@
 Exit codes: 0 ok / valid, 1 verdict negative, 2 unusable input or usage, 3 unknown, 4 the run
 failed (Spark failed, an injected fault fired), 5 a protocol violation was detected, 70 an
 internal error (a bug: one line, the trace only with STATEBED_LOG_LEVEL=DEBUG), 130 interrupted.
+
+Nothing a command prints can drive the terminal: stdout and stderr pass through `_Escaping`
+(control characters but newline, carriage return and tab become `\\x1b`-style escapes), and names are printed
+through `naming.printable` (newlines too), so a hostile file name cannot forge a line.
 """
 
 from __future__ import annotations
 
 import argparse
+import re
 import signal
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any, TextIO
 
 from statebed_store.errors import ProtocolViolationError, RunFailedError, StatebedError
 from statebed_store.log import get_logger, setup_logging
+from statebed_store.naming import printable
 
 from .commands import chaos, cluster, demo, diff, dump, load, ls, plan, proxy, report, rewind, run, verify
 from .common import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_PROTOCOL, EXIT_RUN_FAILED, EXIT_UNUSABLE
@@ -38,7 +46,44 @@ def _terminate(_signum: int, _frame: object) -> None:
     raise KeyboardInterrupt
 
 
+_LAYOUT = re.compile(r"([\n\r\t])")  # what the CLI's own layout uses (`\r`: a progress line on a terminal)
+
+
+class _Escaping:
+    """A text stream that escapes every control character but newline, carriage return and tab
+    (ANSI sequences included) before writing."""
+
+    def __init__(self, inner: TextIO) -> None:
+        self.inner = inner
+
+    def write(self, text: str) -> int:
+        self.inner.write("".join(p if i % 2 else printable(p) for i, p in enumerate(_LAYOUT.split(text))))
+        return len(text)
+
+    def writelines(self, lines: Iterable[str]) -> None:
+        for line in lines:
+            self.write(line)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+@contextmanager
+def _escaped_output() -> Iterator[None]:
+    saved = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = _Escaping(sys.stdout), _Escaping(sys.stderr)
+    try:
+        yield
+    finally:
+        sys.stdout, sys.stderr = saved
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    with _escaped_output():
+        return _main(argv)
+
+
+def _main(argv: Sequence[str] | None) -> int:
     setup_logging()
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _terminate)
@@ -47,7 +92,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.run(args))
     except StatebedError as e:
         get_logger("cli").debug("error", exc_info=True)  # the chain (e.g. Spark's trace) for whoever debugs it
-        print(f"statebed {args.command}: {_kind(e)}: {e}", file=sys.stderr)
+        print(f"statebed {args.command}: {_kind(e)}: {printable(e)}", file=sys.stderr)
         return exit_code(e)
     except KeyboardInterrupt:
         print(f"statebed {args.command}: interrupted", file=sys.stderr)
@@ -57,7 +102,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as e:  # a bug: one line for the user, the trace for whoever debugs it
         get_logger("cli").debug("internal error", exc_info=True)
         print(
-            f"statebed {args.command}: internal error: {type(e).__name__}: {e} (run with STATEBED_LOG_LEVEL=DEBUG for the trace)",
+            f"statebed {args.command}: internal error: {type(e).__name__}: {printable(e)} (run with STATEBED_LOG_LEVEL=DEBUG for the trace)",
             file=sys.stderr,
         )
         return EXIT_INTERNAL

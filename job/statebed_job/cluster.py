@@ -5,7 +5,9 @@ host; a standalone worker per loopback address (127.0.0.2, 127.0.0.3, ...) gives
 executor a host of its own, so speculation works and executors are real JVM processes a
 chaos controller can SIGKILL or SIGSTOP. State lives in `<dir>/cluster.json`: the master
 URL and every PID with its start time and command line. Processes are stopped by those
-PIDs only, never by name, and only while their identity still matches (`procs`).
+PIDs only, never by name, and only while their identity still matches (`procs`). A daemon
+whose start time or command line the file does not record (`null`, missing: `up` was
+killed before it could pin the JVM) is not provably ours: `down` refuses it, naming the field.
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ __all__ = ["ClusterState", "StandaloneCluster", "Stopped", "spark_home"]
 
 log = get_logger("cluster")
 READY_TIMEOUT_S = 90.0
+MASTER_CLASS = "org.apache.spark.deploy.master.Master"
+WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"
 
 
 def spark_home() -> Path:
@@ -64,18 +68,41 @@ class ClusterState:
     def worker(self, w: dict[str, Any]) -> ProcessIdentity | None:
         return _identity(int(w["pid"]), w.get("start_time"), w.get("cmdline"))
 
+    def recorded(self) -> list[tuple[str, int, Any, Any]]:
+        """(field prefix, pid, recorded start time, recorded command line) of every daemon, master last."""
+        out: list[tuple[str, int, Any, Any]] = [
+            (f"workers[{i}].", int(w["pid"]), w.get("start_time"), w.get("cmdline")) for i, w in enumerate(self.workers)
+        ]
+        return [*out, ("master_", self.master_pid, self.master_start_time, self.master_cmdline)]
+
 
 def _identity(pid: int, start_time: int | None, cmdline: list[str] | None) -> ProcessIdentity | None:
-    """None when the state file recorded no start time: such a PID cannot be verified, so it is never signalled."""
-    return None if start_time is None else ProcessIdentity(pid, start_time, None if cmdline is None else tuple(cmdline))
+    """None unless the state file recorded both a start time and a command line: anything less is not ours."""
+    return None if start_time is None or not cmdline else ProcessIdentity(pid, start_time, tuple(cmdline))
 
 
-def _pinned(pid: int, start_time: int) -> tuple[int, list[str] | None]:
-    """(start time, command line) once a daemon runs its JVM (spark-class execs java; the start time stays)."""
+def _refusal(prefix: str, pid: int, start_time: Any, cmdline: Any) -> str | None:
+    """Why a recorded daemon whose PID some live process holds is not signalled, naming the field (None: nobody holds it)."""
     now = identify(pid)
-    if now is None or now.start_time != start_time:
-        return start_time, None
-    return start_time, list(now.cmdline or ())
+    if now is None:
+        return None  # exited: nothing to signal, nothing to refuse
+    if start_time is None:
+        return f"{prefix}start_time is not recorded (null or missing): pid {pid} cannot be shown to be the process `up` started"
+    if not cmdline:
+        return f"{prefix}cmdline is not recorded (null, missing or empty): pid {pid} cannot be shown to be the process `up` started"
+    if now.start_time != start_time:
+        return f"{prefix}start_time {start_time} is not pid {pid}'s ({now.start_time}): the PID now belongs to another process"
+    if now.cmdline == tuple(cmdline):
+        return None  # it was ours and was exiting a moment ago
+    return f"{prefix}cmdline is not what pid {pid} runs ({' '.join(now.cmdline or ())[:120]!r}): it runs another command line"
+
+
+def _pinned(proc: subprocess.Popen[bytes], start_time: int, main_class: str) -> list[str]:
+    """The command line of a daemon once it runs its JVM (spark-class execs java; the start time stays)."""
+    now = identify(proc.pid)
+    if now is None or now.start_time != start_time or main_class not in (now.cmdline or ()):
+        raise RunFailedError(f"cannot pin Spark's {main_class} (pid {proc.pid}) by its command line; it is stopped")
+    return list(now.cmdline or ())
 
 
 def _parse_state(path: Path) -> ClusterState:
@@ -87,9 +114,11 @@ def _parse_state(path: Path) -> ClusterState:
         for w in st.workers:
             if not isinstance(w, dict) or not isinstance(w.get("pid"), int) or not isinstance(w.get("host"), str):
                 raise TypeError(f"a worker entry is not {{host, pid, ...}}: {w!r}")
-        for ident in (st.master(), *(st.worker(w) for w in st.workers)):
-            if ident is not None:
-                ProcessIdentity.from_json(ident.to_json())
+        for prefix, _, start_time, cmdline in st.recorded():
+            if start_time is not None and (not isinstance(start_time, int) or isinstance(start_time, bool)):
+                raise TypeError(f"{prefix}start_time is not an integer: {start_time!r}")
+            if cmdline is not None and not (isinstance(cmdline, list) and all(isinstance(a, str) for a in cmdline)):
+                raise TypeError(f"{prefix}cmdline is not a list of strings: {cmdline!r}")
     except (OSError, CorruptFileError, ValueError, TypeError) as e:
         why = e.detail if isinstance(e, CorruptFileError) else e
         raise UsageError(f"{path}: not a usable cluster state file ({why}); remove it if no cluster runs from {path.parent}") from None
@@ -146,27 +175,28 @@ class StandaloneCluster:
         self.dir.mkdir(parents=True, exist_ok=True)
         port, web = _free_port(), _free_port()
         master = self._spawn(
-            ["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(port), "--webui-port", str(web)],
+            [MASTER_CLASS, "--host", "127.0.0.1", "--port", str(port), "--webui-port", str(web)],
             "127.0.0.1",
             self.dir / "master.log",
         )
+        started, master_start = [master], _start_time(master)
         st = ClusterState(
             master_url=f"spark://127.0.0.1:{port}",
             master_pid=master.pid,
             master_web=f"http://127.0.0.1:{web}",
-            master_start_time=_start_time(master),
+            master_start_time=master_start,
         )
-        self._write_state(st)
+        self._write_state(st)  # before the JVM runs: its command line is not known yet (null, refused by `down`)
         try:
             self._wait(lambda: self._master_json(st) is not None, "the master to start", master)
-            st.master_start_time, st.master_cmdline = _pinned(master.pid, _start_time(master))
+            st.master_cmdline = _pinned(master, master_start, MASTER_CLASS)
             self._write_state(st)
             for i in range(self.n_workers):
                 host = f"127.0.0.{i + 2}"
                 work = self.dir / f"worker-{i + 1}"
                 proc = self._spawn(
                     [
-                        "org.apache.spark.deploy.worker.Worker",
+                        WORKER_CLASS,
                         st.master_url,
                         "--host",
                         host,
@@ -182,6 +212,7 @@ class StandaloneCluster:
                     host,
                     self.dir / f"worker-{i + 1}.log",
                 )
+                started.append(proc)
                 st.workers.append(
                     {
                         "host": host,
@@ -194,11 +225,12 @@ class StandaloneCluster:
                 )
                 self._write_state(st)
             self._wait(lambda: self._alive_workers(st) >= self.n_workers, f"{self.n_workers} workers to register", master)
-            for w in st.workers:
-                w["start_time"], w["cmdline"] = _pinned(w["pid"], w["start_time"])
+            for w, proc in zip(st.workers, started[1:], strict=True):
+                w["cmdline"] = _pinned(proc, w["start_time"], WORKER_CLASS)
             self._write_state(st)
         except BaseException:
-            self.down()
+            _stop_started(started)
+            self.state_path.unlink(missing_ok=True)
             raise
         log.info("cluster up", extra=kv(master=st.master_url, workers=len(st.workers)))
         return st
@@ -257,32 +289,45 @@ class StandaloneCluster:
     def down(self, timeout_s: float = 15.0) -> Stopped:
         """Stop executors, workers and master (TERM, then KILL), each only after its identity checks out.
 
-        A recorded PID that now belongs to another process (a stale state file) is refused, not signalled."""
+        A recorded PID held by a process the file does not pin (start time or command line not
+        recorded, or not matching: a stale or forged state file) is refused, naming the field, and
+        not signalled; the state file is then kept."""
         st = self.read_state()
         if st is None:
             return Stopped()
         done = Stopped()
-        recorded: list[tuple[str, int, ProcessIdentity | None]] = [
-            ("executor", e["pid"], ProcessIdentity.from_json(e)) for e in self.executors()
-        ]
-        recorded += [(f"worker {w['host']}", w["pid"], st.worker(w)) for w in st.workers] + [("master", st.master_pid, st.master())]
-        targets: list[ProcessIdentity] = []
-        for role, pid, ident in recorded:
+        targets = [ProcessIdentity.from_json(e) for e in self.executors()]  # found below verified workers
+        for prefix, pid, start_time, cmdline in st.recorded():
+            ident = _identity(pid, start_time, cmdline)
             if ident is not None and ident.alive():
                 targets.append(ident)
-            elif identify(pid) is not None:  # someone holds the PID, and it is not what was recorded
-                why = "no start time was recorded, so it cannot be verified" if ident is None else ident.mismatch()
-                done.refused.append(f"{role} pid {pid} from {self.state_path}: {why}; not signalled")
+            elif (why := _refusal(prefix, pid, start_time, cmdline)) is not None:
+                done.refused.append(f"{self.state_path}: {why}; not signalled")
         stop_all(targets, grace_s=timeout_s)
         for ident in targets:
             try:
                 os.waitpid(ident.pid, os.WNOHANG)  # reap our own children
             except ChildProcessError:
                 pass
-        self.state_path.unlink(missing_ok=True)
+        if not done.refused:
+            self.state_path.unlink(missing_ok=True)
         done.pids = [t.pid for t in targets]
         log.info("cluster down", extra=kv(pids=done.pids, refused=len(done.refused)))
         return done
+
+
+def _stop_started(procs: list[subprocess.Popen[bytes]], timeout_s: float = 15.0) -> None:
+    """Stop daemons this `up` started and has not reaped: their PIDs cannot be reused until the
+    wait below, so the Popen handle names them even before their command line is pinned."""
+    for proc in procs:
+        if proc.poll() is None:
+            proc.terminate()
+    for proc in procs:
+        try:
+            proc.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout_s)
 
 
 def _start_time(proc: subprocess.Popen[bytes]) -> int:

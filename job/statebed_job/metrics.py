@@ -1,6 +1,7 @@
 """The driver's live Prometheus metrics (`statebed run --metrics-port P`): committed batches and
 records, batch latency, the last commit time, checkpoint upload latency and hedges per kind,
-and the faults a chaos controller has in their window. Off unless a port is given; loopback only."""
+and the faults a chaos controller has in their window. Off unless a port is given; loopback only
+(no flag opens it wider: another host is refused by `statebed_store.netaddr.check_bind`)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from prometheus_client.registry import Collector
 
 from statebed_store.errors import StatebedError
 from statebed_store.failpoint_control import Control
+from statebed_store.netaddr import check_bind
 
 from .driver import BatchOutcome
 
@@ -42,6 +44,7 @@ class FaultsActive(Collector):
 
 class DriverMetrics:
     def __init__(self, port: int, control: Path, host: str = "127.0.0.1") -> None:
+        check_bind(host, port, public=False, flag="metrics host", port_flag="--metrics-port")
         self.registry = CollectorRegistry()
         r = self.registry
         self.batches = Counter("statebed_job_batches", "micro-batches run, by status", ["status"], registry=r)

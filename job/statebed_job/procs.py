@@ -3,8 +3,14 @@
 A PID alone names whatever holds it now: once the recorded process exits, the kernel may
 hand the number to an unrelated one. The start time (field 22 of /proc/PID/stat, clock
 ticks since boot) and the command line pin the process that was recorded. A signal goes
-out only while both still match, through a pidfd opened before the check, so the process
-cannot be swapped between the check and the signal.
+out only while both were recorded and still match, through a pidfd opened before the
+check, so the process cannot be swapped between the check and the signal. An identity
+without a command line (read from a file that had none, or taken before an exec) is never
+signalled: PID and start time say a process is alive, not that it is ours.
+
+Whoever starts a process records it once its exec has set the command line up
+(`identify_started`); whoever watches a process tree records what it finds with `track`,
+which re-pins a process that exec'd while it is still in the tree.
 """
 
 from __future__ import annotations
@@ -18,36 +24,35 @@ from pathlib import Path
 from typing import Any
 
 from statebed_store.errors import StatebedError
+from statebed_store.log import get_logger, kv
+from statebed_store.proc import cmdline as _cmdline
+from statebed_store.proc import stat as _stat
 
-__all__ = ["IdentityMismatch", "ProcessIdentity", "children", "identify", "parent_of", "send_signal", "stop_all"]
+__all__ = [
+    "IdentityMismatch",
+    "ProcessIdentity",
+    "children",
+    "identify",
+    "identify_started",
+    "parent_of",
+    "send_signal",
+    "stop_all",
+    "track",
+]
+
+log = get_logger("procs")
+STARTED_TIMEOUT_S = 10.0
 
 
 class IdentityMismatch(StatebedError):
     """The recorded process is gone (exited, or its PID now belongs to another process)."""
 
 
-def _stat(pid: int) -> tuple[str, int, int] | None:
-    """(state, parent pid, start time) from /proc/PID/stat; None when there is no such process."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return None
-    return fields[0], int(fields[1]), int(fields[19])  # fields 3, 4 and 22 of proc(5)
-
-
-def _cmdline(pid: int) -> tuple[str, ...] | None:
-    try:
-        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return None
-    return tuple(raw.decode(errors="replace").split("\0")[:-1]) if raw else ()
-
-
 @dataclass(frozen=True)
 class ProcessIdentity:
     pid: int
     start_time: int
-    cmdline: tuple[str, ...] | None = None  # None: pinned by start time only (a process still exec'ing)
+    cmdline: tuple[str, ...] | None = None  # None or empty: not pinned, never signalled (see `pinned`)
 
     def to_json(self) -> dict[str, Any]:
         return {"pid": self.pid, "start_time": self.start_time, "cmdline": None if self.cmdline is None else list(self.cmdline)}
@@ -76,12 +81,17 @@ class ProcessIdentity:
     def alive(self) -> bool:
         return self.mismatch() is None
 
+    @property
+    def pinned(self) -> bool:
+        """Both the start time and a command line were recorded: only then may the process be signalled."""
+        return bool(self.cmdline)
+
     def describe(self) -> str:
         return f"pid {self.pid} ({' '.join(self.cmdline or ())[:80]})"
 
 
 def identify(pid: int) -> ProcessIdentity | None:
-    """The identity of the live process `pid` now (None if there is none)."""
+    """The identity of the live process `pid` now (None if there is none; its command line may be empty)."""
     st = _stat(pid)
     if st is None or st[0] in ("Z", "X"):
         return None
@@ -89,9 +99,60 @@ def identify(pid: int) -> ProcessIdentity | None:
     return None if cmd is None else ProcessIdentity(pid, st[2], cmd)
 
 
+def identify_started(pid: int, timeout_s: float = STARTED_TIMEOUT_S) -> ProcessIdentity | None:
+    """The pinned identity of a process we just started (None: it exited, or its command line never showed).
+
+    `Popen` returns once the exec closed its close-on-exec pipe, which the kernel does before it
+    copies the new argument vector in: for a moment /proc/PID/cmdline is empty. Waits for it."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        ident = identify(pid)
+        if ident is None or ident.pinned:
+            return ident
+        if time.monotonic() >= deadline:
+            return None
+        time.sleep(0.005)  # the exec is finishing; the condition is polled, not a fixed sleep
+
+
 def parent_of(pid: int) -> int | None:
     st = _stat(pid)
     return None if st is None else st[1]
+
+
+def _table() -> dict[int, tuple[int, int]]:
+    """pid -> (parent pid, start time) of every live process, from one scan of /proc."""
+    out = {}
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit() and (st := _stat(int(d.name))) is not None and st[0] not in ("Z", "X"):
+            out[int(d.name)] = (st[1], st[2])
+    return out
+
+
+def _below(roots: list[int], table: dict[int, tuple[int, int]]) -> list[int]:
+    kids: dict[int, list[int]] = {}
+    for pid, (ppid, _) in table.items():
+        kids.setdefault(ppid, []).append(pid)
+    out, todo = [], list(roots)
+    while todo:
+        for c in kids.get(todo.pop(), []):
+            out.append(c)
+            todo.append(c)
+    return out
+
+
+def track(roots: list[int], seen: dict[int, ProcessIdentity]) -> None:
+    """Record every live process of the trees below `roots` (roots included) in `seen`, by PID.
+
+    Each is recorded as it runs now: a process recorded before its exec (a fork caught before it
+    ran its program) is re-pinned to its new command line, and a PID reused inside the tree gets
+    the new process; either is ours because it is in the tree. Only a process still being set up
+    (empty command line) waits for the next call. One that exec'd after it left the tree keeps
+    its old record and is not signalled: leaving it running is the safe error."""
+    table = _table()
+    for pid in [r for r in roots if r in table] + _below(roots, table):
+        ident = identify(pid)
+        if ident is not None and ident.pinned and ident.start_time == table[pid][1]:  # still the process the scan found
+            seen[pid] = ident
 
 
 def children(pid: int) -> list[int]:
@@ -106,7 +167,9 @@ def children(pid: int) -> list[int]:
 
 
 def send_signal(ident: ProcessIdentity, sig: int) -> None:
-    """Signal the recorded process, or raise IdentityMismatch (never signals another process)."""
+    """Signal the recorded process, or raise IdentityMismatch (never signals another process, nor an unpinned one)."""
+    if not ident.pinned:
+        raise IdentityMismatch(f"pid {ident.pid}: no command line was recorded for it, so it is not provably ours; not signalled")
     try:
         fd = os.pidfd_open(ident.pid)
     except ProcessLookupError:
@@ -129,8 +192,12 @@ def stop_all(idents: list[ProcessIdentity], grace_s: float = 15.0, kill_wait_s: 
 
     A zombie counts as gone (its parent reaps it). Orphans count too: a Python worker whose JVM
     exited is still running until it notices.
+    An identity without a command line is never signalled (logged, not counted).
     Returns the PIDs that were alive when it started."""
-    live = [i for i in idents if i.alive()]
+    for i in idents:
+        if not i.pinned and i.alive():
+            log.warning("not signalled: no command line was recorded", extra=kv(pid=i.pid, start_time=i.start_time))
+    live = [i for i in idents if i.pinned and i.alive()]
     for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, kill_wait_s)):
         for ident in live:
             with contextlib.suppress(IdentityMismatch, PermissionError):

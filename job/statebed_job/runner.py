@@ -21,6 +21,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TextIO
 
+from statebed_model.partitioning import run_partitioner
 from statebed_model.rundir import RunDir, RunInfo
 from statebed_model.sources import GeneratedSource, Source, open_source
 from statebed_model.workloads import get_workload
@@ -28,6 +29,7 @@ from statebed_store import CommitLog, S3Settings, failpoints, open_storage
 from statebed_store.errors import QueryFailedError, StatebedError, UsageError
 from statebed_store.log import get_logger, kv
 from statebed_store.naming import COMMITS_DIR
+from statebed_store.partitioner import record_partitioner
 from statebed_store.storage.base import Storage
 
 from .cluster import StandaloneCluster
@@ -286,6 +288,8 @@ def _stream(
     driver: BatchDriver | None = None
     try:
         driver = None if opts.mode == "native" else BatchDriver(run, opts, storage, s3)
+        if driver is not None:  # once Spark runs: a run that never started leaves no checkpoint behind
+            record_partitioner(storage, run_partitioner(opts.workload, opts.partitions))  # what the verifiers check keys against
         query = start_query(spark, run, opts, source, driver, on_batch)
         try:
             if opts.continuous:

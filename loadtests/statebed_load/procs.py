@@ -1,5 +1,6 @@
 """The load run's own processes (ingest service, Locust): started in their own session, pinned
-by identity (`statebed_job.procs`), stopped by PID (TERM, grace, KILL) and never by name.
+by identity (`statebed_job.procs`: start time and the command line once the exec set it up),
+stopped by PID (TERM, grace, KILL) after the identity check, never by name.
 
 The job's driver is a `statebed_chaos.driver_process.DriverProcess`: it also stops what the
 driver started (Spark's JVM, Python workers, a standalone cluster).
@@ -14,24 +15,16 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import replace
 from pathlib import Path
 
-from statebed_job.procs import IdentityMismatch, ProcessIdentity, identify, send_signal
+from statebed_job.procs import IdentityMismatch, identify_started, send_signal
 from statebed_store.errors import RunFailedError
 
-__all__ = ["Managed", "pin", "start_ingest"]
+__all__ = ["Managed", "start_ingest"]
 
 GRACE_S = 15.0
 KILL_WAIT_S = 120.0  # a KILLed process stuck in an fsync on a busy disk dies when the I/O returns
 READY_TIMEOUT_S = 60.0
-
-
-def pin(pid: int) -> ProcessIdentity | None:
-    """`pid` pinned by its start time alone: read right after the fork its command line may
-    still be the parent's, while the start time never changes across exec."""
-    ident = identify(pid)
-    return None if ident is None else replace(ident, cmdline=None)
 
 
 class Managed:
@@ -45,7 +38,7 @@ class Managed:
             self.proc = subprocess.Popen(
                 cmd, stdout=out, stderr=err, stdin=subprocess.DEVNULL, start_new_session=True, env={**os.environ, **(env or {})}
             )
-        self.ident = pin(self.proc.pid)
+        self.ident = identify_started(self.proc.pid)  # None: it exited at once, or never showed a command line
 
     @property
     def pid(self) -> int:

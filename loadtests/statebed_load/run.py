@@ -32,7 +32,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from statebed_chaos.driver_process import DriverProcess, descendants, python_env
+from statebed_chaos.driver_process import DriverProcess, python_env
 from statebed_chaos.experiment import Experiment
 from statebed_chaos.faults import FaultContext, fault_class
 from statebed_chaos.history import History
@@ -40,7 +40,7 @@ from statebed_chaos.nemesis import Nemesis
 from statebed_chaos.schedule import realise
 from statebed_chaos.targets.local import LocalTargets
 from statebed_chaos.verify import Verdict, merge_verdicts, summarise, verify_run
-from statebed_job.procs import ProcessIdentity, stop_all
+from statebed_job.procs import ProcessIdentity, stop_all, track
 from statebed_model.rundir import RunDir
 from statebed_model.sources import IngestSource
 from statebed_store import S3Settings, open_storage
@@ -50,7 +50,7 @@ from statebed_store.failpoints import CONTROL_ENV
 from statebed_store.naming import commit_path
 
 from .accounting import Accounting, account, summary_latency
-from .procs import Managed, pin, start_ingest
+from .procs import Managed, start_ingest
 from .series import locust_rates, series_rows, write_series
 
 __all__ = ["LOCUSTFILE", "LoadOptions", "LoadResult", "job_command", "locust_command", "run_load"]
@@ -123,10 +123,7 @@ class _Tracker:
         self.snapshot()
 
     def snapshot(self) -> None:
-        for pid in [*self.roots, *(d for r in self.roots for d in descendants(r))]:
-            ident = pin(pid)
-            if ident is not None and pid not in self.seen:
-                self.seen[pid] = ident
+        track(self.roots, self.seen)
 
     def stop(self) -> list[int]:
         """Stop whatever is left (the PIDs): the job's JVM and Python workers outlive a driver that

@@ -120,6 +120,23 @@ class EventLog:
                     out.append((orig, copy))
         return out
 
+    def copies_during(self, executor: str, app: str, start_ms: float, end_ms: float) -> list[tuple[TaskAttempt, TaskAttempt]]:
+        """(original, copy) pairs a window on one executor (a pause) can be credited with: a
+        speculative copy launched inside [start_ms, end_ms] of a task whose non-speculative
+        attempt was running on `executor` when the window began (launched at or before
+        start_ms, not ended before it). A copy launched after the window, of a task that ran
+        elsewhere, or whose original started only after the window began, is not its doing."""
+        out = []
+        for copy in self.tasks:
+            if not copy.speculative or copy.app != app or not start_ms <= copy.launch_ms <= end_ms:
+                continue
+            for orig in self.attempts_of(copy.task):
+                running = orig.launch_ms <= start_ms and (orig.finish_ms is None or orig.finish_ms >= start_ms)
+                if not orig.speculative and orig.executor == executor and running:
+                    out.append((orig, copy))
+                    break
+        return out
+
 
 def read_event_log(path: str | os.PathLike[str]) -> EventLog:
     """Read a run's `events/` directory (every application in it) or one event log file."""

@@ -27,16 +27,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from statebed_store.checkpoint_lock import CheckpointLock, lock_checkpoint
 from statebed_store.commitlog import CommitLog
 from statebed_store.errors import UsageError
-from statebed_store.naming import COMMITS_DIR, CRC_SUFFIX, OFFSETS_DIR, SOURCES_DIR, hadoop_crc_name, parse_batch_id
+from statebed_store.naming import COMMITS_DIR, CRC_SUFFIX, OFFSETS_DIR, SOURCES_DIR, hadoop_crc_name, parse_batch_id, spark_batch_id
 from statebed_store.rebuild import require_rebuildable
 from statebed_store.storage import open_storage
 
 from .rewind_journal import BACKUP_DIR, Journal, last_journal, new_journal, pending_journal
 from .rundir import RunDir, is_url
 
-__all__ = ["RewindPlan", "plan_rewind", "recover", "undo"]
+__all__ = ["RewindPlan", "lock", "plan_rewind", "recover", "undo"]
 
 RUN_ENTRIES = ("output", "staged", "input")  # a statebed run's per-batch files, moved with the logs
 
@@ -84,6 +85,10 @@ def _entries(root: Path, directory: str, above: int) -> list[str]:
     if not d.is_dir():
         return []
     found = [(parse_batch_id(p.name.removesuffix(".compact")), p.name) for p in d.iterdir() if not p.name.startswith(".")]
+    for _, name in found:  # `+7`, `07`: Spark reads a batch there that this rewind would leave in place
+        odd = spark_batch_id(name.removesuffix(".compact"))
+        if parse_batch_id(name.removesuffix(".compact")) is None and odd is not None and odd > above:
+            raise UsageError(f"{d / name}: Spark reads it as batch {odd}, after {above}; move it out of the log first")
     out = []
     for _, name in sorted(((n, name) for n, name in found if n is not None and n > above), reverse=True):
         out.append(f"{directory}/{name}")
@@ -204,6 +209,12 @@ def _plan(root: Path, layout: str, state: Path, batch: int) -> RewindPlan:
     if not checks:
         plan.notes.append(f"no state store under {state / 'state'}: only the logs are rewound")
     return plan
+
+
+def lock(location: str, purpose: str) -> CheckpointLock:
+    """The checkpoint's lock (`statebed_store.checkpoint_lock`): held around recover, rewind and undo,
+    so a second rewind or undo is refused naming the first; a dead holder's lock is taken over."""
+    return lock_checkpoint(_local_root(location), purpose)
 
 
 def recover(location: str) -> Journal | None:

@@ -41,7 +41,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from statebed_store.config import S3Settings
-from statebed_store.errors import AlreadyExistsError, CorruptFileError, MissingFileError, UsageError
+from statebed_store.errors import AlreadyExistsError, CorruptFileError, MissingFileError, NotRegularFileError, UsageError
 from statebed_store.jsonsafe import loads_strict
 from statebed_store.storage import Storage, open_storage
 
@@ -151,6 +151,8 @@ class RunDir:
             data = self.storage.read("run.json")
         except MissingFileError:
             raise UsageError(f"{self.url}: not a run directory (no run.json)") from None
+        except NotRegularFileError as e:  # a FIFO, directory, symlink loop: named, never opened blocking
+            raise UsageError(f"{e}; not a usable run directory") from None
         try:
             doc = loads_strict(data, file=name, what="contents")
         except CorruptFileError as e:

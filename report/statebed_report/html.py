@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import html
 import json
+import posixpath
 import time
+import urllib.parse
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -18,7 +20,7 @@ from plotly.offline import get_plotlyjs
 
 from statebed_chaos.verify import Verdict
 
-__all__ = ["VERDICT_CLASS", "as_verdict", "cell", "code", "esc", "figure", "page", "section", "table", "verdict_label"]
+__all__ = ["VERDICT_CLASS", "as_verdict", "cell", "code", "esc", "figure", "page", "safe_href", "section", "table", "verdict_label"]
 
 VERDICT_CLASS = {True: "valid", False: "invalid", "unknown": "unknown", None: "unknown"}
 _CONFIG = {"displaylogo": False, "responsive": True, "modeBarButtonsToRemove": ["select2d", "lasso2d"]}
@@ -42,6 +44,15 @@ td.valid, td.invalid, td.unknown, td.na { color: #fff; font-weight: 600; text-al
 
 def esc(value: Any) -> str:
     return html.escape("" if value is None else str(value))
+
+
+def safe_href(path: str | None) -> str | None:
+    """An href for a file next to the report: a relative path, percent-quoted and `./`-prefixed,
+    so no name (`javascript:...`, `//host`, `\\\\host`) can become a scheme or another host; None
+    (no link) for anything else: an absolute path or URL, or a path with a backslash or NUL."""
+    if not path or posixpath.isabs(path) or "\\" in path or "\0" in path:
+        return None
+    return "./" + urllib.parse.quote(path, safe="/")
 
 
 def as_verdict(value: Any) -> Verdict:

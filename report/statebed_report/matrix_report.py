@@ -95,22 +95,27 @@ def _wall_figure(runs: list[dict[str, Any]]) -> go.Figure:
 
 def _summary_line(s: dict[str, Any]) -> str:
     caught = {True: "caught", False: "NOT caught", None: "not in this selection"}.get(s.get("v1_caught"), "?")
+    reasons = [str(r) for r in s.get("reasons") or []]  # why it fails (the matrix's own words), when it does
     return (
         f"{s.get('cells')} cells: {s.get('valid')} valid, {s.get('invalid')} invalid, {s.get('unknown')} unknown, in {s.get('seconds')} s; "
         f"every statebed V2 cell valid: {'yes' if s.get('v2_all_valid') else 'NO'}; V1 positive control {caught}"
+        + (f"; fails because {'; '.join(reasons)}" if reasons else "")
     )
 
 
 def _links(rec: MatrixRecords, runs: list[dict[str, Any]], out: Path) -> dict[str, str]:
-    """Cell name → its report's path relative to the matrix report, for every kept cell that has one."""
-    links = {}
+    """Cell name → an href to its report relative to the matrix report (`html.safe_href`: no
+    directory name can make it a `javascript:` link), for every kept cell that has one."""
+    links: dict[str, str] = {}
     for r in runs:
         target = Path(str(r.get("run_dir") or "")) / "report.html"
-        if r.get("run_dir") and target.exists():
-            links[str(r.get("cell"))] = os.path.relpath(target, out.parent)
+        href = h.safe_href(os.path.relpath(target, out.parent)) if r.get("run_dir") and target.exists() else None
+        if href:
+            links[str(r.get("cell"))] = href
     for d in rec.cells:  # a matrix in progress: the cells present so far
-        if (d / "report.html").exists():
-            links.setdefault(d.name, os.path.relpath(d / "report.html", out.parent))
+        href = h.safe_href(os.path.relpath(d / "report.html", out.parent)) if (d / "report.html").exists() else None
+        if href:
+            links.setdefault(d.name, href)
     return links
 
 

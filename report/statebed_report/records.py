@@ -26,9 +26,12 @@ from statebed_chaos.matrix import RECORD
 from statebed_model.attempts import AttemptRecord, read_attempts
 from statebed_model.eventlog import EventLog, read_event_log
 from statebed_model.rundir import RunDir, RunInfo, is_url
-from statebed_store.errors import CorruptFileError, StatebedError, UsageError
+from statebed_store.errors import CorruptFileError, NotRegularFileError, StatebedError, UsageError
 from statebed_store.jsonsafe import loads_strict
+from statebed_store.localfs import check_regular, read_regular
 from statebed_store.naming import COMMITS_DIR, CRC_SUFFIX
+
+from .record_types import LOAD_VERDICT_FIELDS, MATRIX_FIELDS, RUN_FIELDS, VERDICT_FIELDS, check_types
 
 LOAD_VERDICT = Path("load") / "verdict.json"
 
@@ -94,21 +97,29 @@ def read_directory(path: str | os.PathLike[str]) -> RunRecords | ExperimentRecor
     root = Path(path).absolute()
     if not root.is_dir():
         raise UsageError(f"{root}: no such directory")
-    if (root / RECORD).exists():
+    if _present(root / RECORD):
         return read_matrix(root)
-    if (root / "experiment.yaml").exists() and not (root / "run.json").exists():  # a load run keeps both: it is a run
+    if _present(root / "experiment.yaml") and not _present(root / "run.json"):  # a load run keeps both: it is a run
         return read_experiment(root)
-    if (root / "run.json").exists():
+    if _present(root / "run.json"):
         return read_run(root)
     if _cell_dirs(root):
         return read_matrix(root)
     raise UsageError(f"{root}: not a statebed run, experiment or matrix directory (no run.json, experiment.yaml or matrix.json)")
 
 
-def read_json(path: Path) -> dict[str, Any]:
-    """A JSON object from a file; UsageError naming the file when it is missing or not one."""
+def _present(path: Path) -> bool:
+    """Anything by that name, a FIFO or a symlink loop too: its read then names it."""
+    return os.path.lexists(path)
+
+
+def read_json(path: Path, fields: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A JSON object from a file; UsageError naming the file when it is missing or not one
+    (or, given `fields`, naming a field whose type the report cannot use: see record_types)."""
     try:
-        data = path.read_bytes()
+        data = read_regular(path)
+    except NotRegularFileError as e:
+        raise UsageError(str(e)) from None
     except FileNotFoundError:
         raise UsageError(f"{path}: missing") from None
     except OSError as e:
@@ -119,6 +130,8 @@ def read_json(path: Path) -> dict[str, Any]:
         raise UsageError(f"{e} (half-written?)") from None
     if not isinstance(doc, dict):
         raise UsageError(f"{path}: expected a JSON object")
+    if fields is not None:
+        check_types(doc, fields, str(path))
     return doc
 
 
@@ -126,6 +139,7 @@ def read_run(root: Path, history: list[Op] | None = None) -> RunRecords:
     """A run directory; `history` (an experiment's) supplies the ops, those it lacks are derived here."""
     run = RunDir(root)
     info = run.read_info()
+    check_types(info.to_json(), RUN_FIELDS, run.info_path)  # before anything uses a field
     notes: list[str] = []
     in_progress = _run_in_progress(root)
     if in_progress is None:
@@ -147,12 +161,13 @@ def read_run(root: Path, history: list[Op] | None = None) -> RunRecords:
         attempts = read_attempts(run.root)
     except StatebedError as e:
         raise UsageError(f"{e} (half-written?)") from None
-    load_verdict = read_json(root / LOAD_VERDICT) if (root / LOAD_VERDICT).exists() else None
+    load_verdict = read_json(root / LOAD_VERDICT, LOAD_VERDICT_FIELDS) if (root / LOAD_VERDICT).exists() else None
     return RunRecords(root, info, ops, timings, attempts, events, in_progress, notes, load_verdict)
 
 
 def _history(path: Path) -> list[Op]:
     try:
+        check_regular(path)  # a FIFO would block the reader
         return list(read_history(path))
     except StatebedError as e:
         raise UsageError(f"{e} (half-written?)") from None
@@ -187,7 +202,7 @@ def _require_finished(run: RunDir, info: RunInfo) -> None:
 def read_experiment(root: Path) -> ExperimentRecords:
     experiment = _read_yaml(root / "experiment.yaml")
     verdict_path = root / "verdict.json"
-    verdict = read_json(verdict_path) if verdict_path.exists() else None
+    verdict = read_json(verdict_path, VERDICT_FIELDS) if verdict_path.exists() else None
     in_progress = None if verdict is not None else "in progress: no verdict.json yet (or the harness was killed)"
     if verdict is not None and not (root / "history.jsonl").exists():
         raise UsageError(f"{root / 'history.jsonl'}: missing (verdict.json says the experiment finished)")
@@ -208,6 +223,7 @@ def _baseline_dir(root: Path, verdict: dict[str, Any] | None) -> Path:
 def _driver_ops(path: Path, notes: list[str]) -> list[Op]:
     """The baseline's driver processes (its history holds nothing else): they align it with the faulted run."""
     try:
+        check_regular(path)
         return [op for op in read_history(path) if op.type == "driver"]
     except StatebedError as e:
         notes.append(f"baseline history: {e}")
@@ -223,7 +239,9 @@ def _optional_run(root: Path, history: list[Op] | None, notes: list[str]) -> Run
 
 def _read_yaml(path: Path) -> dict[str, Any]:
     try:
-        doc = yaml.safe_load(path.read_text())
+        doc = yaml.safe_load(read_regular(path).decode())
+    except NotRegularFileError as e:
+        raise UsageError(str(e)) from None
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
         raise UsageError(f"{path}: unreadable ({type(e).__name__})") from None
     if not isinstance(doc, dict):
@@ -239,7 +257,7 @@ def read_matrix(root: Path) -> MatrixRecords:
     path = root / RECORD
     if not path.exists():
         return MatrixRecords(root, None, _cell_dirs(root), "in progress: no matrix.json yet (or the matrix was killed)")
-    doc = read_json(path)
+    doc = read_json(path, MATRIX_FIELDS)
     runs = doc.get("runs")
     if not isinstance(runs, list) or not isinstance(doc.get("summary"), dict):
         raise UsageError(f"{path}: not a matrix record (needs runs and summary)")

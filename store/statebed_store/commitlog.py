@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import failpoints
-from .errors import AlreadyExistsError, CommitConflictError, CorruptFileError, StatebedError, UnknownFormatError
+from .errors import AlreadyExistsError, CommitConflictError, CorruptFileError, MissingFileError, StatebedError, UnknownFormatError
 from .jsonsafe import loads_strict
-from .naming import COMMITS_DIR, commit_path, is_valid_id, parse_batch_id
+from .naming import COMMITS_DIR, commit_path, is_valid_id, parse_batch_id, spark_batch_id
 from .storage.base import Storage
 
 __all__ = ["CommitLog", "CommitRecord", "StateIds", "base_commit", "committed_id", "parse_commit", "render_commit"]
@@ -108,17 +108,33 @@ class CommitLog:
         return commit_path(batch_id)
 
     def batch_ids(self) -> list[int]:
-        names = (f.name for f in self.storage.list(COMMITS_DIR))
-        return sorted(b for b in map(parse_batch_id, names) if b is not None)
+        """Every batch with an entry, whatever the entry is: a directory, FIFO or symlink loop named
+        like a batch is listed too (its `read` then names it), never skipped."""
+        names = [f.name for f in self.storage.list(COMMITS_DIR)] + self.storage.list_dirs(COMMITS_DIR)
+        return sorted({b for b in map(parse_batch_id, names) if b is not None})
+
+    def strays(self) -> list[str]:
+        """Notes on entries Spark would read as batch ids (Java's `Long.parseLong`: `+5`, `-1`) but this
+        log does not: listed so a user can see them, never silently passed over."""
+        names = [f.name for f in self.storage.list(COMMITS_DIR)] + self.storage.list_dirs(COMMITS_DIR)
+        return [
+            f"{self.storage.display(f'{COMMITS_DIR}/{n}')}: Spark reads it as batch {spark_batch_id(n)}, statebed does not (not checked)"
+            for n in sorted(names)
+            if parse_batch_id(n) is None and spark_batch_id(n) is not None
+        ]
 
     def read(self, batch_id: int) -> CommitRecord | None:
-        """The commit of `batch_id`, or None if that batch is not committed."""
+        """The commit of `batch_id`, or None if that batch is not committed.
+
+        NotRegularFileError naming it when the entry is a directory, FIFO or symlink loop."""
         if batch_id < 0:
             return None
         path = self.path(batch_id)
-        if not self.storage.exists(path):
+        try:
+            data = self.storage.read(path)
+        except MissingFileError:
             return None
-        return parse_commit(self.storage.read(path), file=self.storage.display(path), batch_id=batch_id)
+        return parse_commit(data, file=self.storage.display(path), batch_id=batch_id)
 
     def latest(self) -> CommitRecord | None:
         ids = self.batch_ids()

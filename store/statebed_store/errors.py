@@ -13,12 +13,15 @@ __all__ = [
     "AlreadyExistsError",
     "BaseIdMismatchError",
     "CheckpointFileError",
+    "CheckpointLockedError",
     "CommitConflictError",
     "CorruptFileError",
     "ForeignFileError",
     "InjectedFault",
     "LineageError",
+    "MisplacedKeyError",
     "MissingFileError",
+    "NotRegularFileError",
     "ProtocolViolationError",
     "QueryFailedError",
     "RunFailedError",
@@ -53,12 +56,25 @@ class MissingFileError(CheckpointFileError):
     """A file that must exist does not."""
 
 
+class NotRegularFileError(CheckpointFileError):
+    """A path where a regular file is expected is something else (FIFO, socket, device,
+    directory, a symlink that resolves to none) or is larger than its reader allows: never opened blocking."""
+
+
 class CorruptFileError(CheckpointFileError):
     """A file exists but its bytes are damaged: truncated, bad checksum, undecodable."""
 
 
 class ForeignFileError(CorruptFileError):
     """A file's own record (snapshot metadata, checksum sidecar) names another store or checkpoint: copied in."""
+
+
+class MisplacedKeyError(CorruptFileError):
+    """A file (or loaded state) of partition p holds keys the partitioner that wrote it sends elsewhere; `keys` samples them."""
+
+    def __init__(self, file: str, detail: str, keys: list[object]) -> None:
+        super().__init__(file, detail)
+        self.keys = keys
 
 
 class UnknownFormatError(CheckpointFileError):
@@ -77,6 +93,10 @@ class UnplannableError(StatebedError):
         self.detail = detail
         self.missing = list(missing or [])
         super().__init__(f"cannot load {target}: {detail}")
+
+
+class CheckpointLockedError(StatebedError):
+    """Another process holds a checkpoint's maintenance lock (rewind, cleanup); the message names it."""
 
 
 class StorageError(StatebedError):

@@ -69,6 +69,14 @@ def _skip(notes: list[str] | None, storage: Storage, path: str, why: str) -> Non
         notes.append(f"skipped {storage.display(path)}: {why}")
 
 
+def _not_dirs(storage: Storage, directory: str, notes: list[str] | None) -> None:
+    """Name the entries of `directory` that are named like an operator or partition but are no
+    directory (a file, FIFO or symlink loop): skipped, never silently."""
+    for f in storage.list(directory):
+        if _is_number(f.name):
+            _skip(notes, storage, f"{directory}/{f.name}", "named like a state directory but not a directory")
+
+
 def discover_stores(storage: Storage, notes: list[str] | None = None) -> list[StoreId]:
     """Every store directory under `state/` that holds state files, sorted.
 
@@ -76,10 +84,12 @@ def discover_stores(storage: Storage, notes: list[str] | None = None) -> list[St
     each skipped path is named there.
     """
     out: list[StoreId] = []
+    _not_dirs(storage, STATE_DIR, notes)
     for op in storage.list_dirs(STATE_DIR):
         if not _is_number(op):
             _skip(notes, storage, f"{STATE_DIR}/{op}", "not an operator id")
             continue
+        _not_dirs(storage, f"{STATE_DIR}/{op}", notes)
         for part in storage.list_dirs(f"{STATE_DIR}/{op}"):
             if not _is_number(part):
                 if not part.startswith("_"):  # Spark's `_metadata`
@@ -155,7 +165,7 @@ def _siblings(stores: list[StoreId], store: StoreId) -> list[str]:
 def list_checkpoint(storage: Storage) -> dict[str, Any]:
     """Everything `statebed ls` shows, as plain data; `notes` names the stray directories skipped."""
     commits = commit_records(storage)
-    notes: list[str] = []
+    notes = CommitLog(storage).strays()
     stores = discover_stores(storage, notes)
     kinds: set[str] = set()
     out_stores = []

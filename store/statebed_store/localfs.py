@@ -6,6 +6,11 @@ One writer (`atomic_write`) serves checkpoint storage in a directory, the SST ca
 sink of a run and the cluster state: a hidden temp file in the target directory, fsynced,
 published by `rename` (overwrite) or `link` (create-only: atomic, refuses an existing
 name), then the directory fsynced, so a crash leaves the old file or the new one, whole.
+It replaces only a regular file (or nothing): never a device, FIFO, socket or directory.
+
+One reader (`read_regular`) serves every local file statebed expects to be a regular file
+(checkpoint files, run.json, verdict.json, experiment files): it never blocks on a FIFO and
+never reads a device, see its docstring.
 """
 
 from __future__ import annotations
@@ -15,11 +20,12 @@ import fcntl
 import hashlib
 import os
 import shutil
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from .errors import AlreadyExistsError, StorageUnavailableError
+from .errors import AlreadyExistsError, NotRegularFileError, StorageUnavailableError
 from .naming import (
     LOCK_FILE,
     PENDING_DIR,
@@ -37,6 +43,7 @@ __all__ = [
     "atomic_write",
     "cache_file",
     "cached_file",
+    "check_regular",
     "claim_instance_dir",
     "fsync_dir",
     "link_or_copy",
@@ -44,6 +51,7 @@ __all__ = [
     "move_durably",
     "new_pending_dir",
     "read_checkpoint_dir",
+    "read_regular",
     "remove_dead_pending",
     "remove_tree",
     "sst_cache_dir",
@@ -58,13 +66,79 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+def _kind(mode: int) -> str:
+    """What a non-regular file is, in a user's words."""
+    kinds = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"))
+    return next((name for test, name in kinds if test(mode)), "a block device" if stat.S_ISBLK(mode) else "not a regular file")
+
+
+def _regular_stat(path: Path, *, missing_ok: bool) -> os.stat_result | None:
+    """`path`'s status (symlinks followed) if it is a regular file; None if absent and `missing_ok`.
+
+    NotRegularFileError for anything else, a symlink loop included; FileNotFoundError (when
+    not `missing_ok`), PermissionError and other OSErrors as raised, for callers to name."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        if missing_ok:
+            return None
+        raise
+    except OSError as e:
+        if e.errno in (errno.ELOOP, errno.ENAMETOOLONG):
+            raise NotRegularFileError(str(path), f"cannot be resolved ({e.strerror})") from None
+        raise
+    if not stat.S_ISREG(st.st_mode):
+        raise NotRegularFileError(str(path), f"is {_kind(st.st_mode)}, expected a regular file")
+    return st
+
+
+def check_regular(path: Path) -> None:
+    """NotRegularFileError naming `path` unless it is a regular file (symlinks followed) or absent:
+    before replacing it (a device, FIFO, socket or directory is left alone), and before handing
+    it to a library that opens it itself (a FIFO would block it)."""
+    _regular_stat(path, missing_ok=True)
+
+
+def read_regular(path: Path, *, max_bytes: int | None = None, start: int = 0, length: int | None = None) -> bytes:
+    """A regular file's bytes (from `start`, at most `length`), never blocking and never reading a device.
+
+    Symlinks are followed (a user's experiment file or a checkpoint may legitimately be one);
+    what they resolve to must be a regular file. The type is checked before the open (opening
+    a device can have effects) and again on the open descriptor (O_NONBLOCK: a FIFO swapped in
+    between cannot block). NotRegularFileError naming `path` for a FIFO, socket, device,
+    directory, symlink loop, or a file over `max_bytes`; other OSErrors (FileNotFoundError,
+    PermissionError) as raised, for the caller to name.
+    """
+    _regular_stat(path, missing_ok=False)
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise NotRegularFileError(str(path), f"is {_kind(st.st_mode)}, expected a regular file")
+        if start:
+            f.seek(start)
+        if max_bytes is None:
+            return f.read() if length is None else f.read(length)
+        data = f.read(max_bytes + 1 if length is None else min(length, max_bytes + 1))
+        if max(st.st_size, len(data)) > max_bytes:  # (a /proc file says 0 bytes: the read tells)
+            raise NotRegularFileError(str(path), f"is larger than the {max_bytes} bytes allowed")
+        return data
+
+
 def atomic_write(path: Path, data: bytes, *, create_only: bool = False) -> None:
     """Publish `data` at `path` whole or not at all, durably (file and directory fsynced).
 
     Raises AlreadyExistsError when `create_only` finds the name taken (the existing file is
-    kept), StorageUnavailableError naming the file for any other failure.
+    kept), NotRegularFileError when `path` is a device, FIFO, socket or directory (or a
+    symlink to one; nothing is replaced), StorageUnavailableError naming the file for any
+    other failure.
     """
     tmp = path.parent / temp_name(path.name)
+    if not create_only:
+        try:
+            check_regular(path)
+        except OSError as e:
+            raise StorageUnavailableError(f"{path}: cannot check what it is ({e.strerror or e}); nothing was published") from None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         with open(tmp, "xb") as f:

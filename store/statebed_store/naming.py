@@ -22,6 +22,7 @@ the lock taken uses `<store>.<pid>.<nonce>/`; downloaded SSTs live in
 from __future__ import annotations
 
 import re
+import unicodedata
 import uuid
 from dataclasses import dataclass
 from typing import Literal
@@ -57,11 +58,14 @@ __all__ = [
     "parse_batch_id",
     "parse_index",
     "parse_state_file",
+    "path_segment",
     "pending_name",
     "pending_pid",
+    "printable",
     "private_dir_name",
     "sidecar_main",
     "sidecar_name",
+    "spark_batch_id",
     "temp_name",
 ]
 
@@ -103,6 +107,35 @@ def check_id(checkpoint_id: str, what: str = "checkpoint id") -> str:
     return checkpoint_id
 
 
+MAX_SEGMENT_BYTES = 200  # a file name is at most 255 bytes; room for the prefixes we add (a time, a cell's seed)
+
+
+def path_segment(value: object, field: str) -> str:
+    """A user-given name (experiment name, fault id, cell name) that becomes one file or directory name.
+
+    Refused, naming `field`: anything that could leave the directory it is joined to or forge
+    a terminal line (`/`, `\\`, `..`, a leading `.`, NUL, newlines and every other control or
+    format character), the empty name and names over MAX_SEGMENT_BYTES."""
+    why = _segment_problem(value) if isinstance(value, str) else "expected a string"
+    if not isinstance(value, str) or why is not None:
+        raise UsageError(f"{field}: {value!r} cannot be a file name: {why}")
+    return value
+
+
+def _segment_problem(value: str) -> str | None:
+    if not value:
+        return "it is empty"
+    if value.startswith("."):
+        return "it starts with '.'"
+    if "/" in value or "\\" in value or ".." in value:
+        return "it holds '/', '\\' or '..'"
+    if any(unicodedata.category(c).startswith("C") for c in value):
+        return "it holds a control character (NUL, newline, escape, ...)"
+    if len(value.encode("utf-8", "surrogatepass")) > MAX_SEGMENT_BYTES:
+        return f"longer than {MAX_SEGMENT_BYTES} bytes"
+    return None
+
+
 def new_checkpoint_id() -> str:
     """A globally unique id, drawn once per load (i.e. per task attempt)."""
     return str(uuid.uuid4())
@@ -136,9 +169,36 @@ def commit_path(batch_id: int) -> str:
     return f"{COMMITS_DIR}/{batch_id}"
 
 
+LONG_MAX = 2**63 - 1  # Spark's batch ids are Java longs
+
+
 def parse_batch_id(name: str) -> int | None:
-    """The batch id of a commit log file name; None for anything else (`.1.crc`, `1.tmp`)."""
-    return int(name) if name.isascii() and name.isdigit() and len(name) <= 18 else None
+    """The batch id of a commit log file name as Spark writes it (a Java long >= 0, no leading zero);
+    None for anything else (`.1.crc`, `1.tmp`, `05`: see `spark_batch_id`)."""
+    if not (name.isascii() and name.isdigit() and len(name) <= 19) or (name[0] == "0" and name != "0"):
+        return None
+    return int(name) if int(name) <= LONG_MAX else None
+
+
+def spark_batch_id(name: str) -> int | None:
+    """The batch id Spark's log reads from a file name (`Long.parseLong`: a sign is allowed), or None."""
+    digits = name[1:] if name[:1] in ("+", "-") else name
+    if not (digits.isascii() and digits.isdigit()):
+        return None
+    value = int(name)
+    return value if -LONG_MAX - 1 <= value <= LONG_MAX else None
+
+
+def printable(text: object) -> str:
+    """`text` safe to print on a terminal: control and other non-printable characters as `\\x1b`-style
+    escapes, so a hostile file name cannot move the cursor, recolour or forge output lines."""
+    s = str(text)
+    return s if s.isprintable() else "".join(c if c.isprintable() else _escape(c) for c in s)
+
+
+def _escape(c: str) -> str:
+    o = ord(c)
+    return f"\\x{o:02x}" if o < 0x100 else f"\\u{o:04x}" if o < 0x10000 else f"\\U{o:08x}"
 
 
 def parse_index(name: str) -> int | None:

@@ -4,8 +4,10 @@ Retention deletes old files and damage can make a version unloadable, yet nothin
 Spark says which batches a query could still be rewound to. A committed batch `b` is
 rebuildable for a store when the `(b+1, id)` its commit names has a plan whose every file
 is present and passes the checks a load makes (`plan.loadable_plan`: sidecars, records,
-SST contents). One `StoreFiles` per store serves all its batches, so each file is read and
-checked once however many plans share it. Spark-free and read-only.
+SST contents), and whose every key belongs to the store's partition under the partitioner
+the checkpoint records (`partitioner`; a note when none is known). One `StoreFiles` per
+store serves all its batches, so each file is read and checked once however many plans
+share it. Spark-free and read-only.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ from .errors import CheckpointFileError, StatebedError, UnplannableError
 from .inspection import commit_records, discover_stores, store_index
 from .lineage import CheckpointRef
 from .naming import COMMITS_DIR, StoreId
+from .partition_check import check_plan_keys
+from .partitioner import Partitioner, Partitioning, checkpoint_partitioning
 from .plan import loadable_plan
 from .storage.base import Storage
 from .store_files import StoreFiles
@@ -48,25 +52,30 @@ def _why(e: StatebedError) -> tuple[str, str | None]:
     return str(e), None
 
 
-def batch_check(files: StoreFiles, store: StoreId, index: int, rec: CommitRecord) -> BatchCheck:
-    """Can the state `rec` committed for `store` be loaded? (A V1 commit is planned by version.)"""
+def batch_check(files: StoreFiles, store: StoreId, index: int, rec: CommitRecord, partitioner: Partitioner | None = None) -> BatchCheck:
+    """Can the state `rec` committed for `store` be loaded? (A V1 commit is planned by version.)
+    With `partitioner`, every key of the plan's files must belong to the store's partition too."""
     cid = rec.id_for(store.operator, store.partition, index)
     ref = CheckpointRef(rec.version, cid)
     if cid is None and rec.state_ids is not None:
         return BatchCheck(store, rec.batch_id, ref, f"the commit of batch {rec.batch_id} names no checkpoint id for {store}")
     try:
-        loadable_plan(files, ref)
+        plan, _ = loadable_plan(files, ref)
+        if partitioner is not None:
+            check_plan_keys(files, plan, partitioner)
     except StatebedError as e:
         return BatchCheck(store, rec.batch_id, ref, *_why(e))
     return BatchCheck(store, rec.batch_id, ref)
 
 
-def _store_checks(storage: Storage, stores: list[StoreId], commits: dict[int, CommitRecord]) -> dict[StoreId, list[BatchCheck]]:
+def _store_checks(
+    storage: Storage, stores: list[StoreId], commits: dict[int, CommitRecord], parts: Partitioning
+) -> dict[StoreId, list[BatchCheck]]:
     out = {}
     for store in stores:
         siblings = [s.store_name for s in stores if (s.operator, s.partition) == (store.operator, store.partition)]
         files, idx = StoreFiles(storage, store), store_index(store, siblings)
-        out[store] = [batch_check(files, store, idx, commits[b]) for b in sorted(commits)]
+        out[store] = [batch_check(files, store, idx, commits[b], parts.get(store)) for b in sorted(commits)]
     return out
 
 
@@ -94,7 +103,9 @@ def rebuildability(storage: Storage) -> dict[str, Any]:
     """The `statebed ls --rebuildable` document: per store and for the whole checkpoint."""
     commits = commit_records(storage)
     notes: list[str] = []
-    checks = _store_checks(storage, discover_stores(storage, notes), commits)
+    stores, parts = discover_stores(storage, notes), checkpoint_partitioning(storage)
+    checks = _store_checks(storage, stores, commits, parts)
+    notes += parts.unchecked_notes(stores)
     everywhere = [b for b in sorted(commits) if all(c.ok for cs in checks.values() for c in cs if c.batch == b)]
     return {
         "checkpoint": storage.url,
@@ -122,7 +133,7 @@ def require_rebuildable(storage: Storage, batch: int) -> list[BatchCheck]:
     if batch not in commits:
         raise UnplannableError(f"batch {batch}", f"it is not committed in {storage.display(COMMITS_DIR)}")
     stores = discover_stores(storage)
-    checks = [cs[0] for cs in _store_checks(storage, stores, {batch: commits[batch]}).values()]
+    checks = [cs[0] for cs in _store_checks(storage, stores, {batch: commits[batch]}, checkpoint_partitioning(storage)).values()]
     for c in checks:
         if not c.ok:
             raise UnplannableError(f"batch {batch} of {c.store}", f"{c.error}", missing=[c.file] if c.file else [])

@@ -14,6 +14,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+from process_helpers import assert_no_process_left
 
 BENCH_DIR = Path(__file__).resolve().parents[2] / "benchmarks"
 
@@ -186,6 +187,46 @@ def test_load_knee(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert row["valid"] is True and row["acknowledged"] > 0 and row["lost"] == 0
     assert 0 < row["p50"] <= row["p99"] and row["events_per_s"] > 0
     assert [r["met"] for r in res["ratios"] if r["goal_op"] is not None] == [True]  # every acknowledged event committed once
+
+
+@pytest.mark.slow
+def test_fault_firing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Starts Spark: one real `statebed chaos run` of one cheap kind (local cluster and storage), seed 1.
+    Not a speed benchmark (no ratios): its row must say fired, and --table-from renders the same table.
+    No --lock: the caller holds the Spark lock (flock on it again here would wait on ourselves)."""
+    mod = load("fault_firing")
+    runs, jsonl = tmp_path / "runs", tmp_path / "runs.jsonl"
+    kind = "delay-snapshot-upload"
+    argv = ["--kinds", kind, "--seed-list", "1", "--workdir", str(runs), "--jsonl", str(jsonl), "--json"]
+    assert mod.main(argv) == 0
+    res = json.loads(capsys.readouterr().out)
+    assert res["benchmark"] == "fault_firing"
+    (row,) = res["runs"]
+    assert (row["kind"], row["seed"], row["fired"]) == (kind, 1, True), row
+    assert row["valid"] is True and Path(row["out"]).parent == runs
+    (summary,) = res["kinds"]
+    assert (summary["kind"], summary["fired"], summary["runs"], summary["met"], summary["misses"]) == (kind, 1, 1, True, [])
+    assert_no_process_left(Path(row["out"]))
+    assert json.loads(jsonl.read_text()) == row
+    assert mod.main(["--table-from", str(jsonl)]) == 0
+    rendered = capsys.readouterr().out
+    assert rendered == mod.report(res["kinds"]) + "\n"
+    assert f"| {kind} | 1 / 1 | True 1 |" in rendered
+
+
+@pytest.mark.slow
+def test_control_repeat(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Starts Spark: the cheapest V1 positive control (the zombie-upload pytest test, its own
+    process and tmp dir under ours) once; caught 1 / 1. No --lock: the caller holds it."""
+    mod = load("control_repeat")
+    jsonl = tmp_path / "repeats.jsonl"
+    argv = ["--controls", "zombie-upload-v1-test", "--repeats", "1", "--workdir", str(tmp_path / "runs"), "--jsonl", str(jsonl), "--json"]
+    assert mod.main(argv) == 0
+    (control,) = json.loads(capsys.readouterr().out)["controls"]
+    assert control == {"control": "zombie-upload-v1-test", "caught": 1, "repeats": 1, "misses": []}
+    (row,) = [json.loads(line) for line in jsonl.read_text().splitlines()]
+    assert row["caught"] is True and "1 passed" in row["why"], row
+    assert (tmp_path / "runs" / "zombie-upload-v1-test-1").is_dir()  # pytest's basetemp: the nested run stayed under ours
 
 
 def test_every_benchmark_has_a_smoke_test() -> None:

@@ -28,14 +28,14 @@ def _error(tmp_path: Path, text: str) -> str:
     ("text", "field"),
     [
         ("batchs: 3\n", "batchs: unknown key"),
-        ("batches: three\n", "batches: must be an integer >= 1"),
-        ("batches: true\n", "batches: must be an integer >= 1"),
+        ("batches: three\n", "batches: must be an integer in 1..100000"),
+        ("batches: true\n", "batches: must be an integer in 1..100000"),
         ("format: v3\n", "format: must be one of v1, v2, native"),
         ("workload: bucket-collect\nformat: native\n", "workload: native runs support count only"),
         ("faults: {kind: x}\n", "faults: must be a list"),
         ("faults:\n  - kind: nope\n", "faults[0]: kind: unknown fault kind 'nope'"),
         ("faults:\n  - {kind: fail-changelog-upload, when: 3}\n", "faults[0].when: unknown key"),
-        ("faults:\n  - {kind: fail-changelog-upload, at: {batch: -1}}\n", "faults[0].at.batch: must be an integer >= 0"),
+        ("faults:\n  - {kind: fail-changelog-upload, at: {batch: -1}}\n", "faults[0].at.batch: must be an integer in 0..100000"),
         ("faults:\n  - kind: kill-executor\n", "faults[0]: kill-executor needs cluster: standalone"),
         ("faults:\n  - kind: fail-changelog-upload\n  - kind: fail-changelog-upload\n    id: f1\n", "faults: duplicate fault id 'f1'"),
         ("schedule: {random: {count: 2, kinds: [kill-executor]}}\n", "schedule.random.kinds: kill-executor needs cluster: standalone"),
@@ -84,3 +84,105 @@ def test_examples_load() -> None:
     assert len(files) >= 5
     for f in files:
         assert isinstance(load_experiment(f), Experiment)
+
+
+# -- issue 24: names that become paths, bounded sizes, typed params, durations -------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "field"),
+    [
+        ("name: ../../other\n", "name: '../../other' cannot be a file name"),
+        ("name: a/b\n", "name: 'a/b' cannot be a file name"),
+        ("name: .hidden\n", "name: '.hidden' cannot be a file name: it starts with '.'"),
+        ('name: "a\\0b"\n', "name: 'a\\x00b' cannot be a file name: it holds a control character"),
+        ('name: "two\\nlines"\n', "name: 'two\\nlines' cannot be a file name"),
+        ('name: "\\e[31mred"\n', "cannot be a file name: it holds a control character"),
+        ("faults:\n  - {kind: fail-changelog-upload, id: ../f}\n", "faults[0].id: '../f' cannot be a file name"),
+        ("faults:\n  - {kind: fail-changelog-upload, id: 7}\n", "faults[0].id: must be a non-empty string"),
+    ],
+)
+def test_a_name_that_would_leave_the_output_directory_is_refused(tmp_path: Path, text: str, field: str) -> None:
+    assert field in _error(tmp_path, text)
+
+
+@pytest.mark.parametrize(
+    ("text", "field"),
+    [
+        ("batches: 100001\n", "batches: must be an integer in 1..100000, got 100001"),
+        ("partitions: 1025\n", "partitions: must be an integer in 1..1024"),
+        ("rows_per_batch: 10000000000\n", "rows_per_batch: must be an integer in 1..10000000"),
+        ("keyspace: 1000000000\n", "keyspace: must be an integer in 1..100000000"),
+        ("snapshot_interval: 100001\n", "snapshot_interval: must be an integer in 1..100000"),
+        ("max_driver_restarts: 101\n", "max_driver_restarts: must be an integer in 0..100"),
+        ("seed: 9223372036854775808\n", "seed: must be an integer in 0..9223372036854775807"),
+        ("timeout_s: 8d\n", "timeout_s: expected a duration like 30, 30s, 2m or 1h30m"),
+        ("timeout_s: 700000\n", "timeout_s: must be at most 168h (604800 s)"),
+        ("faults:\n  - {kind: fail-changelog-upload, for_s: 2h}\n", "faults[0].for_s: must be at most 1h (3600 s)"),
+        ("faults:\n  - {kind: fail-changelog-upload, at: {batch: 100001}}\n", "faults[0].at.batch: must be an integer in 0..100000"),
+        ("schedule: {random: {count: 1001, kinds: [fail-changelog-upload]}}\n", "schedule.random.count: must be an integer in 1..1000"),
+        (
+            "schedule: {random: {count: 2, kinds: [fail-changelog-upload], batches: [1, 100001]}}\n",
+            "schedule.random.batches: must be 0 <= first <= last <= 100000",
+        ),
+        (
+            "schedule: {random: {count: 2, kinds: [fail-changelog-upload], for_s: [1, 2h]}}\n",
+            "schedule.random.for_s[1]: must be at most 1h",
+        ),
+        ("schedule: {random: {count: 2, kinds: [fail-changelog-upload], after_s: soon}}\n", "schedule.random.after_s: expected a duration"),
+    ],
+)
+def test_sizes_and_durations_are_bounded_with_the_limit_in_the_error(tmp_path: Path, text: str, field: str) -> None:
+    assert field in _error(tmp_path, text)
+
+
+def test_more_faults_than_the_limit_are_refused(tmp_path: Path) -> None:
+    text = "faults:\n" + "".join(f"  - {{kind: fail-changelog-upload, id: x{i}}}\n" for i in range(990))
+    text += "schedule: {random: {count: 11, kinds: [fail-changelog-upload]}}\n"
+    assert "faults: 990 explicit + 11 drawn faults: at most 1000" in _error(tmp_path, text)
+
+
+@pytest.mark.parametrize(
+    ("params", "field"),
+    [
+        ("{ms: abc}", "faults[0].params.ms: must be an integer in 0..3600000 (milliseconds), got 'abc'"),
+        ("{partition: x}", "faults[0].params.partition: must be an integer in 0..1023, got 'x'"),
+        ("{ms: 1.5}", "faults[0].params.ms: must be an integer"),
+        ("{wait_s: later}", "faults[0].params.wait_s: expected a duration"),
+        ("{toxicity: 2}", "faults[0].params.toxicity: must be a number in 0..1"),
+        ("{when: [a]}", "faults[0].params.when: must be a string, number or boolean"),
+    ],
+)
+def test_params_of_the_wrong_type_are_usage_errors(tmp_path: Path, params: str, field: str) -> None:
+    assert field in _error(tmp_path, f"cluster: standalone\nfaults:\n  - {{kind: slow-attempt, params: {params}}}\n")
+
+
+def test_a_number_given_as_a_string_is_refused_before_a_fault_converts_it(tmp_path: Path) -> None:
+    """`slow-attempt` would turn `ms: '12'` into 12 itself, `ms: abc` into a crash: the file says what a param is."""
+    text = "cluster: standalone\nfaults:\n  - {kind: slow-attempt, params: {ms: '12'}}\n"
+    assert "faults[0].params.ms: must be an integer" in _error(tmp_path, text)
+
+
+@pytest.mark.parametrize(
+    ("value", "seconds"), [("30", 30.0), ("30s", 30.0), ("2m", 120.0), ("1h", 3600.0), ("1m30s", 90.0), ("0h2m3s", 123.0), ("2.5", 2.5)]
+)
+def test_durations_accept_locust_timespans(value: str, seconds: float) -> None:
+    doc = {
+        "cluster": "standalone",
+        "timeout_s": value,
+        "faults": [{"kind": "pause-executor", "for_s": value, "at": {"after_s": value}, "params": {"wait_s": value}}],
+        "schedule": {"random": {"count": 1, "kinds": ["pause-executor"], "after_s": value, "for_s": [value, value]}},
+    }
+    exp = parse_experiment(doc)
+    f = exp.faults[0]
+    assert exp.timeout_s == f.for_s == f.at.after_s == f.params["wait_s"] == seconds
+    assert exp.schedule is not None and exp.schedule.after_s == seconds and exp.schedule.for_s == (seconds, seconds)
+    assert parse_experiment(yaml.safe_load(exp.to_yaml())) == exp  # the realised file replays
+    assert parse_experiment({"timeout_s": "1h30m"}).timeout_s == 5400.0
+
+
+def test_an_experiment_file_over_1_mib_is_refused_before_parsing(tmp_path: Path) -> None:
+    f = tmp_path / "big.yaml"
+    f.write_text("name: big\n# " + "x" * (1 << 20) + "\n")
+    with pytest.raises(UsageError, match=r"big.yaml: is larger than the 1048576 bytes allowed"):
+        load_experiment(f)

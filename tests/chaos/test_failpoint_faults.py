@@ -231,11 +231,13 @@ def test_drop_snapshot_upload_fires_and_v2_loads_fall_back(tmp_path: Path) -> No
 
 def zombie_run(tmp_path: Path, fmt: str, what: str = "changelog") -> tuple[Evidence, Path]:
     """zombie-upload on batch 2 / partition 0 of a sample3 run; returns (evidence, run dir).
-    Snapshot interval: 3 for snapshots (version 3 is both attempts' first one), else none at all."""
+    Snapshot interval: 3 for snapshots (version 3 is both attempts' first one), else none at all.
+    Seed 7: its two attempts' draws differ (tests/chaos/test_positive_controls.py checks it)."""
     ctx = context(tmp_path, mode=fmt)
     z = fault("zombie-upload", batch=2, partition=0, what=what)
     interval = "3" if what == "snapshot" else "10"
-    run = Run(ctx, [z], "--workload", "sample3", "--format", fmt, "--batches", "5", "--snapshot-interval", interval, *STANDALONE)
+    args = ("--workload", "sample3", "--format", fmt, "--batches", "5", "--snapshot-interval", interval, "--seed", "7")
+    run = Run(ctx, [z], *args, *STANDALONE)
     facts = run.inject(z)
     code, err = run.finish()
     assert code == 0, err[-3000:]
@@ -260,6 +262,8 @@ def test_zombie_upload_v1_is_caught(tmp_path: Path) -> None:
     assert list((root / "checkpoint" / "state" / "0" / "0").glob("3*.changelog")) == [root / "checkpoint/state/0/0/3.changelog"]
     report = verify_run(root)
     assert report.valid is False, report  # seen: sample-oversize (4 out of a keep-3) and output-mismatch
+    state = report.to_json()["checks"]["state"]["anomalies"]  # the batch-2 output against the overwritten file, whoever ran batch 3
+    assert any(a["kind"] == "output-mismatch" and "after batch 2" in a["detail"] for a in state), state
 
 
 @pytest.mark.slow

@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -57,11 +58,20 @@ def injected(ctx: FaultContext, f: Fault, facts: dict[str, Any], outcome: str = 
     ctx.history.record("fault", outcome, now, now, id=f.spec.id, kind=f.kind, phase="inject", facts=facts)
 
 
-def events(ctx: FaultContext, *apps: str) -> None:
+def events(ctx: FaultContext, *apps: str, edit: Callable[[dict[str, Any]], None] | None = None) -> None:
+    """Copy the fixture logs of `apps` into the run; `edit` changes each event in place first."""
     ctx.run.events.mkdir(parents=True, exist_ok=True)
     for app in apps:
         name = next(p.name for p in EVENTLOG.iterdir() if p.name.startswith(app))
-        shutil.copy(EVENTLOG / name, ctx.run.events / name)
+        if edit is None:
+            shutil.copy(EVENTLOG / name, ctx.run.events / name)
+            continue
+        edited = []
+        for line in (EVENTLOG / name).read_text().splitlines():
+            event = json.loads(line)
+            edit(event)
+            edited.append(json.dumps(event))
+        (ctx.run.events / name).write_text("\n".join(edited) + "\n")
 
 
 def fire(ctx: FaultContext, point: str, action: str, task: dict[str, int] | None, pid: int = 4242) -> None:
@@ -101,10 +111,11 @@ def test_kill_executor_is_proven_by_the_signal_and_spark_removing_the_executor(t
     assert any(a["outcome"] == "ExecutorLostFailure" and a["partition"] == 0 for a in lost)
 
 
-def test_pause_executor_is_proven_by_a_speculative_copy_launched_after_the_pause(tmp_path: Path) -> None:
+def test_pause_executor_is_proven_by_a_speculative_copy_launched_during_the_pause(tmp_path: Path) -> None:
     ctx = context(tmp_path)
     events(ctx, PAUSED_AFTER_COPY)
-    original = read_event_log(ctx.run.events).attempts_of((PAUSED_AFTER_COPY, 11, 0, 0))[0]
+    log = read_event_log(ctx.run.events)
+    original = log.attempts_of((PAUSED_AFTER_COPY, 11, 0, 0))[0]
     f = fault("pause-executor", for_s=8)
     injected(ctx, f, {"executor_id": "0", "app_id": PAUSED_AFTER_COPY, "paused_at": original.launch_ms / 1000, "for_s": 8})
     ev = f.evidence(ctx)
@@ -117,11 +128,44 @@ def test_pause_executor_is_proven_by_a_speculative_copy_launched_after_the_pause
     assert f.evidence(ctx).fired is False
     ctx = context(tmp_path / "other")  # executor 1 ran no original that was copied
     events(ctx, PAUSED_AFTER_COPY)
-    injected(ctx, f, {"executor_id": "1", "app_id": PAUSED_AFTER_COPY, "paused_at": 0, "for_s": 8})
+    injected(ctx, f, {"executor_id": "1", "app_id": PAUSED_AFTER_COPY, "paused_at": original.launch_ms / 1000, "for_s": 8})
     assert f.evidence(ctx).fired is False
     ctx = context(tmp_path / "nolog")
     injected(ctx, f, {"executor_id": "0", "app_id": PAUSED_AFTER_COPY, "paused_at": 0, "for_s": 8})
     assert f.evidence(ctx).fired is None
+    ctx = context(tmp_path / "notime")  # no pause time recorded: the copies cannot be placed
+    events(ctx, PAUSED_AFTER_COPY)
+    injected(ctx, f, {"executor_id": "0", "app_id": PAUSED_AFTER_COPY})
+    assert f.evidence(ctx).fired is None
+
+
+def test_pause_executor_does_not_count_a_copy_the_pause_did_not_cause(tmp_path: Path) -> None:
+    """The same real log, with the pause placed (or the original moved) so that Spark's copy
+    (task 20, launched 967 ms after the original, task 17 on executor 0) is not the pause's doing."""
+    log = read_event_log(EVENTLOG / PAUSED_AFTER_COPY)
+    original, copy = (next(t for t in log.tasks if t.task_id == n) for n in (17, 20))
+    paused_at = original.launch_ms / 1000
+    f = fault("pause-executor", for_s=8)
+
+    def verdict(name: str, facts: dict[str, Any], edit: Callable[[dict[str, Any]], None] | None = None) -> bool | None:
+        ctx = context(tmp_path / name)
+        events(ctx, PAUSED_AFTER_COPY, edit=edit)
+        injected(ctx, f, {"executor_id": "0", "app_id": PAUSED_AFTER_COPY, **facts})
+        return f.evidence(ctx).fired
+
+    assert verdict("during", {"paused_at": paused_at, "for_s": 8}) is True  # the positive control
+    # the copy launched after the pause had ended (a 0.5 s pause beginning with the original)
+    assert copy.launch_ms - original.launch_ms > 500
+    assert verdict("after-the-pause", {"paused_at": paused_at, "for_s": 0.5}) is False
+    assert verdict("a-minute-after", {"paused_at": (copy.launch_ms - 60_000) / 1000, "for_s": 8}) is False
+
+    def move_original(e: dict[str, Any]) -> None:  # task 17 ran on executor 1, not the paused 0
+        if e.get("Task Info", {}).get("Task ID") == 17:
+            e["Task Info"].update({"Executor ID": "1", "Host": "127.0.0.2"})
+
+    assert verdict("original-elsewhere", {"paused_at": paused_at, "for_s": 8}, move_original) is False
+    # the original started only after the pause began: it was not frozen by it
+    assert verdict("original-later", {"paused_at": (original.launch_ms - 100) / 1000, "for_s": 8}) is False
 
 
 def test_slow_attempt_arms_a_filtered_delay_and_is_proven_by_its_firing(tmp_path: Path) -> None:
@@ -300,7 +344,7 @@ def test_pause_executor_gets_a_speculative_copy_of_a_task_frozen_on_it(tmp_path:
     assert ev.fired is True, f"{ev.detail} {facts}"
     copies = next(p["speculative_copies"] for p in ev.proof if "speculative_copies" in p)
     assert all(c["original"]["executor"] == facts["executor_id"] != c["copy"]["executor"] for c in copies), copies
-    assert any(c["partition"] == facts["partition"] and c["copy"]["during_pause"] for c in copies), copies
+    assert any(c["partition"] == facts["partition"] for c in copies), copies
     assert verify_run(ctx.run.root).valid is True
     assert_nothing_left(ctx)
 

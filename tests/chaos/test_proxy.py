@@ -3,6 +3,7 @@ and the real SeaweedFS S3 server; and the managed S3 + proxy services of an expe
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -67,7 +68,7 @@ def test_api_errors_like_toxiproxy() -> None:
             proxy.add_toxic(type="latency", attributes={"latency": 2})
         with pytest.raises(InvalidToxic, match="invalid toxic type"):
             proxy.add_toxic(type="slicer")
-        with pytest.raises(InvalidToxic, match="only loopback"):
+        with pytest.raises(InvalidToxic, match="not a loopback address"):
             client.create(upstream=upstream, name="open", listen="0.0.0.0:0")
         assert set(client.proxies()) == {"echo"}
 
@@ -212,7 +213,7 @@ def test_storage_services_stop_everything_on_error(tmp_path: Path) -> None:
 
 def test_statebed_proxy_cli_exits_cleanly(tmp_path: Path) -> None:
     bad = subprocess.run([STATEBED, "proxy", "--host", "0.0.0.0", "--port", "0"], capture_output=True, text=True, timeout=60)
-    assert bad.returncode == 2 and "only loopback" in bad.stderr and len(bad.stderr.splitlines()) == 1
+    assert bad.returncode == 2 and "--public" in bad.stderr and len(bad.stderr.splitlines()) == 1
     proc = subprocess.Popen([STATEBED, "proxy", "--port", "0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None
@@ -226,3 +227,105 @@ def test_statebed_proxy_cli_exits_cleanly(tmp_path: Path) -> None:
         if proc.poll() is None:
             proc.kill()
             proc.wait(10)
+
+
+def test_browsers_are_refused_with_403_like_toxiproxy() -> None:
+    """Toxiproxy's stopBrowsersMiddleware: a `Mozilla/` user agent gets 403; so does any `Origin` header
+    (a web page's request carries one), on reads and writes alike, and nothing changes."""
+    with proxy_api() as (server, client), echo_server() as upstream:
+        client.create(upstream=upstream, name="echo").add_toxic(type="latency", attributes={"latency": 1})
+        browser = {"User-Agent": "Mozilla/5.0 (X11; Linux x86_64) Gecko/20100101 Firefox/128.0"}
+        page = {"Origin": "http://evil.example"}
+        for headers in (browser, page):
+            for method, path, body in (
+                ("GET", "/version", None),
+                ("GET", "/proxies", None),
+                ("POST", "/proxies", {"name": "open", "upstream": upstream}),
+                ("POST", "/reset", None),
+                ("DELETE", "/proxies/echo", None),
+            ):
+                r = requests.request(method, server.url + path, json=body, headers=headers, timeout=5)
+                assert r.status_code == 403, (headers, method, path, r.status_code)
+                assert r.text.strip() in ("User agent not allowed", "Origin not allowed")
+        assert set(client.proxies()) == {"echo"} and set(client.get_proxy("echo").toxics()) == {"latency_downstream"}
+        assert requests.get(server.url + "/version", timeout=5).status_code == 200  # python-requests, no Origin: served
+
+
+def test_writes_with_a_body_must_be_json() -> None:
+    """A form or `text/plain` POST (what a page may send without a CORS preflight) is 415; toxiproxy-python's
+    writes carry `application/json` (requests' `json=`) and its bodyless POST /reset and DELETEs need none."""
+    with proxy_api() as (server, client), echo_server() as upstream:
+        body = json.dumps({"name": "p", "upstream": upstream})
+        for headers in ({"Content-Type": "text/plain"}, {"Content-Type": "application/x-www-form-urlencoded"}, {}):
+            r = requests.post(server.url + "/proxies", data=body, headers=headers, timeout=5)
+            assert (r.status_code, r.json()["status"]) == (415, 415), headers
+            assert "application/json" in r.json()["error"]
+        assert client.proxies() == {}
+        sent = requests.Request("POST", server.url + "/proxies", json={"name": "p"}).prepare()
+        assert sent.headers["Content-Type"] == "application/json"  # what toxiproxy-python's APIConsumer.post sends
+        r = requests.post(server.url + "/proxies", data=body, headers={"Content-Type": "Application/JSON; charset=utf-8"}, timeout=5)
+        assert r.status_code == 201
+        proxy = client.get_proxy("p")
+        proxy.add_toxic(type="latency", attributes={"latency": 1})
+        assert client.reset() and proxy.toxics() == {}  # POST /reset: no body, no content type
+        assert proxy.destroy() and client.proxies() == {}
+
+
+def test_deeply_nested_json_is_400_not_a_dropped_connection() -> None:
+    with proxy_api() as (server, client):
+        r = requests.post(
+            server.url + "/proxies", data=b"[" * 30_000 + b"]" * 30_000, headers={"Content-Type": "application/json"}, timeout=5
+        )
+        assert (r.status_code, r.json()["status"]) == (400, 400) and "nested" in r.json()["error"]
+        assert client.proxies() == {}
+
+
+def test_non_loopback_listen_and_upstream_are_refused_unless_allowed() -> None:
+    off = "198.51.100.7:80"  # TEST-NET-2: never on this machine; nothing connects to it below
+    with proxy_api() as (server, client), echo_server() as upstream:
+        for listen, up in (
+            ("127.0.0.1:0", off),
+            ("127.0.0.1:0", "[::ffff:198.51.100.7]:80"),
+            ("198.51.100.7:0", upstream),
+            ("0.0.0.0:0", upstream),
+        ):
+            r = requests.post(server.url + "/proxies", json={"name": "x", "listen": listen, "upstream": up}, timeout=5)
+            assert r.status_code == 400 and "--allow-upstream" in r.json()["error"], (listen, up, r.text)
+        proxy = client.create(upstream=upstream, name="echo")
+        r = requests.post(f"{server.url}/proxies/echo", json={"upstream": off}, timeout=5)
+        assert r.status_code == 400 and client.get_proxy("echo").upstream == upstream
+        assert client.create(upstream="localhost:" + upstream.rpartition(":")[2], name="named").upstream.startswith("localhost:")
+        unresolved = requests.post(server.url + "/proxies", json={"name": "u", "upstream": "nosuch.invalid:80"}, timeout=5)
+        assert unresolved.status_code == 400 and "nosuch.invalid" in unresolved.json()["error"]
+        assert set(client.proxies()) == {"echo", "named"} and proxy.destroy()
+    with proxy_api(allow=["198.51.100.0/24"]) as (server, client):
+        assert client.create(upstream=off, name="far", enabled=False).upstream == off  # named by --allow-upstream
+        r = requests.post(server.url + "/proxies", json={"name": "y", "listen": "198.51.100.7:0", "upstream": off}, timeout=5)
+        assert r.status_code == 400 and "--public" in r.json()["error"]  # a listener beyond loopback also needs --public
+        assert requests.post(server.url + "/proxies", json={"name": "z", "upstream": "203.0.113.9:80"}, timeout=5).status_code == 400
+
+
+def test_statebed_proxy_refuses_bad_addresses_in_one_line() -> None:
+    for args, named in (
+        (["--host", "198.51.100.7"], "--public"),
+        (["--host", "nosuch.invalid", "--public"], "nosuch.invalid"),
+        (["--port", "70000"], "--port"),
+        (["--allow-upstream", "10.0.0.0/33"], "--allow-upstream"),
+        (["--allow-upstream", "not-a-cidr"], "--allow-upstream"),
+    ):
+        bad = subprocess.run([STATEBED, "proxy", *args], capture_output=True, text=True, timeout=60)
+        assert (bad.returncode, len(bad.stderr.splitlines()), bad.stdout) == (2, 1, ""), (args, bad.stderr)
+        assert named in bad.stderr, (args, bad.stderr)
+
+
+def test_hostile_addresses_are_400_not_a_crash() -> None:
+    with proxy_api() as (server, client), echo_server() as upstream:
+        for up in ("a" * 100 + ":80", "..:80", "\x1b[2J:80"):  # names IDNA or the resolver refuse
+            r = requests.post(server.url + "/proxies", json={"name": "h", "upstream": up}, timeout=5)
+            assert (r.status_code, "cannot resolve" in r.json()["error"]) == (400, True), (up, r.text)
+        mapped = client.create(upstream="[::ffff:127.0.0.1]:" + upstream.rpartition(":")[2], name="mapped")  # loopback, IPv4-mapped
+        s = connect(mapped.listen)
+        s.sendall(b"m")
+        assert s.recv(10) == b"m"
+        s.close()
+        assert set(client.proxies()) == {"mapped"}

@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -15,9 +16,14 @@ from typing import Any
 
 import pytest
 
+from statebed_chaos.faults import FaultContext, FaultSpec, Trigger, fault_class
+from statebed_chaos.history import History
 from statebed_chaos.targets import IdentityMismatch, LocalTargets
 from statebed_job.procs import identify
+from statebed_model.attempts import write_end, write_start
+from statebed_model.rundir import RunDir
 from statebed_store.errors import UsageError
+from statebed_store.failpoint_control import Control
 
 
 def wait_for(what: str, check: Callable[[], Any], timeout: float = 30.0) -> Any:
@@ -129,3 +135,46 @@ def test_executors_and_python_workers_come_from_the_cluster_state_and_the_proces
     targets.kill(forked)
     wait_for("the forked worker to die", lambda: not targets.alive(forked))
     assert targets.find("python-worker", role="worker") == [] and targets.alive(executor)
+
+
+@pytest.mark.parametrize("mode", ["v2", "native"])
+def test_kill_executor_aims_at_a_live_executor_once_the_trigger_batch_is_over(
+    tmp_path: Path, spark_like_tree: tuple[Path, int], mode: str
+) -> None:
+    """Tiny batches: the trigger batch's state tasks ran for 5 ms and ended before the inject
+    began, so no running attempt will ever show. The fault must not wait for one until the run
+    ends and its cluster is gone (issue 24 #19: "no executor is running" while Spark's event
+    log showed both alive): once Spark committed the batch it aims at a live executor. A native
+    run records no attempts at all: nothing to wait for, even before the commit."""
+    _, worker_pid = spark_like_tree
+    run = tmp_path / "run"
+    me = identify(worker_pid)
+    assert me is not None
+    (run / "cluster").mkdir(parents=True)
+    worker = {"host": "127.0.0.2", "pid": worker_pid, "start_time": me.start_time, "cmdline": list(me.cmdline or ())}
+    doc = {"master_url": "spark://127.0.0.1:1", "master_pid": os.getpid(), "master_web": "http://127.0.0.1:1", "workers": [worker]}
+    (run / "cluster" / "cluster.json").write_text(json.dumps(doc))
+    ctx = FaultContext(
+        RunDir(run), mode, "standalone", LocalTargets(run), Control(run / "failpoints" / "control.json"), History(tmp_path / "h.jsonl")
+    )
+    for p in (0, 1) if mode == "v2" else ():
+        write_end(run / "attempts", write_start(run / "attempts", batch=2, partition=p, attempt=0), "ok")
+    for d in ("offsets", "commits") if mode == "v2" else ("offsets",):
+        (ctx.spark_checkpoint / d).mkdir(parents=True, exist_ok=True)
+        (ctx.spark_checkpoint / d / "2").write_text("v1\n{}\n")
+    [executor] = ctx.targets.find("executor")
+
+    def run_ends() -> None:  # what the end of a run does: the driver stops its cluster, the nemesis stops waiting
+        os.kill(executor.pid, signal.SIGKILL)
+        ctx.stop.set()
+
+    end = threading.Timer(20.0, run_ends)
+    end.start()
+    try:
+        kill = fault_class("kill-executor")(FaultSpec("f1", "kill-executor", Trigger(2), params={"wait_s": 600}))
+        facts = kill.inject(ctx)
+    finally:
+        end.cancel()
+    assert not ctx.stop.is_set(), "the fault waited for the run to end instead of aiming at the live executor"
+    assert facts["chosen_by"] == "seed" and facts["executor_id"] == "3" and facts["signalled"][0]["pid"] == executor.pid, facts
+    wait_for("the executor to die", lambda: not ctx.targets.alive(executor))

@@ -226,6 +226,7 @@ def test_every_declared_anomaly_kind_is_produced_and_no_other(
     for suffix in ("", ".crc"):  # foreign: partition 1's changelog and sidecar copied over partition 0's
         s.write(built.path(0, c[0][2]) + suffix, s.read(built.path(1, c[1][2]) + suffix))
     s.delete(["commits/8"])  # gap
+    s.write("partitioner.json", b'{"operators": {"0": {"scheme": "blake2b32", "partitions": 1, "key": "bytes"}}}')  # misplaced: 1, 2
     reported = {a.kind for a in verify_lineage(s, all_versions=True).anomalies}
     assert reported == set(KINDS)
     code, out, _ = run_cli(capsys, "verify", "lineage", s.url, "--all-versions", "--json")

@@ -6,15 +6,14 @@ import json
 import os
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
 from spark_runs import STATEBED, statebed
 
 from statebed_cli.main import main
-from statebed_job.cluster import StandaloneCluster
-from statebed_job.procs import identify
+from statebed_job.cluster import MASTER_CLASS, WORKER_CLASS, StandaloneCluster
+from statebed_job.procs import identify_started
 
 
 def pids_of(doc: dict) -> list[int]:  # type: ignore[type-arg]
@@ -60,14 +59,13 @@ def test_foreground_cluster_stops_on_sigterm(tmp_path: Path) -> None:
         stderr=subprocess.PIPE,
         text=True,
     )
+    assert proc.stdout is not None
+    line = proc.stdout.readline()  # printed once `up` returned, inside the loop's try: the event to wait on
+    assert line.startswith("cluster up: "), (line, proc.communicate()[1][-2000:])
     cluster = StandaloneCluster(d)
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and not (cluster.running() and len(cluster.read_state().workers) == 1 and proc.stdout):  # type: ignore[union-attr]
-        assert proc.poll() is None, proc.communicate()[1][-2000:]
-        time.sleep(0.3)
-    time.sleep(3)  # let `up` return and enter its wait loop
     st = cluster.read_state()
-    assert st is not None
+    assert st is not None and len(st.workers) == 1
+    assert MASTER_CLASS in (st.master_cmdline or []) and all(WORKER_CLASS in (w["cmdline"] or []) for w in st.workers)  # pinned
     pids = [st.master_pid, *(w["pid"] for w in st.workers)]
     proc.send_signal(signal.SIGTERM)
     proc.communicate(timeout=60)
@@ -81,7 +79,7 @@ def forge(d: Path, master: dict, workers: list[dict]) -> None:  # type: ignore[t
 
 
 def test_down_refuses_a_reused_pid_from_a_stale_state_file(tmp_path: Path, sleeper: subprocess.Popen[bytes]) -> None:
-    me = identify(sleeper.pid)
+    me = identify_started(sleeper.pid)
     assert me is not None
     d = tmp_path / "cluster"
     forge(
@@ -92,17 +90,67 @@ def test_down_refuses_a_reused_pid_from_a_stale_state_file(tmp_path: Path, sleep
             {"host": "127.0.0.3", "pid": sleeper.pid, "start_time": me.start_time, "cmdline": ["java", "Worker"]},
         ],
     )
+    kept = (d / "cluster.json").read_text()
     down = statebed("cluster", "down", "--dir", str(d), "--json")
-    assert down.returncode == 0, down.stderr
+    assert down.returncode == 2, down.stderr
     doc = json.loads(down.stdout)
     assert doc["stopped"] == [] and len(doc["refused"]) == 3
-    assert "another process" in doc["refused"][2] and "cannot be verified" in doc["refused"][0]
-    assert "another command line" in doc["refused"][1] and f"pid {sleeper.pid}" in down.stderr
+    assert "workers[0].start_time is not recorded" in doc["refused"][0]
+    assert "workers[1].cmdline is not what" in doc["refused"][1] and "another command line" in doc["refused"][1]
+    assert "master_start_time" in doc["refused"][2] and "another process" in doc["refused"][2]
+    assert down.stderr.count("\n") == 1 and "3 recorded processes not signalled" in down.stderr and f"pid {sleeper.pid}" in down.stderr
     assert sleeper.poll() is None and alive(sleeper.pid)  # still running: we kill it ourselves
+    assert (d / "cluster.json").read_text() == kept  # nothing lost
+
+
+UNPINNED = {
+    "null": {"master_cmdline": None},
+    "missing": {},
+    "empty": {"master_cmdline": []},
+    "another": {"master_cmdline": ["java", "org.apache.spark.deploy.master.Master"]},
+}
+
+
+@pytest.mark.parametrize("case", sorted(UNPINNED))
+def test_down_never_signals_a_live_process_the_file_does_not_pin(tmp_path: Path, sleeper: subprocess.Popen[bytes], case: str) -> None:
+    """The hostile file: any PID, its real start time, and no (or another) command line -> refused, exit 2, one line."""
+    me = identify_started(sleeper.pid)
+    assert me is not None
+    d = tmp_path / "cluster"
+    forge(d, {"master_pid": sleeper.pid, "master_start_time": me.start_time, **UNPINNED[case]}, [])
+    kept = (d / "cluster.json").read_text()
+    down = statebed("cluster", "down", "--dir", str(d))
+    assert down.returncode == 2 and down.stdout == "", down
+    assert down.stderr.count("\n") == 1 and "master_cmdline" in down.stderr and str(d / "cluster.json") in down.stderr
+    assert f"pid {sleeper.pid}" in down.stderr and "not signalled" in down.stderr
+    assert sleeper.poll() is None and alive(sleeper.pid)
+    assert (d / "cluster.json").read_text() == kept
+    assert json.loads(statebed("cluster", "status", "--dir", str(d), "--json").stdout)["running"] is False  # not ours
+
+
+def test_down_refuses_an_unpinned_worker_and_stops_the_pinned_master(tmp_path: Path, sleeper: subprocess.Popen[bytes]) -> None:
+    """What `up` leaves when it is killed before it pinned a worker's JVM: the master goes, the worker is named."""
+    master = subprocess.Popen(["sleep", "62"])
+    try:
+        m, w = identify_started(master.pid), identify_started(sleeper.pid)
+        assert m is not None and w is not None
+        d = tmp_path / "cluster"
+        forge(
+            d,
+            {"master_pid": m.pid, "master_start_time": m.start_time, "master_cmdline": list(m.cmdline or ())},
+            [{"host": "127.0.0.2", "pid": w.pid, "start_time": w.start_time, "cmdline": None}],
+        )
+        down = statebed("cluster", "down", "--dir", str(d), "--json")
+        assert down.returncode == 2 and json.loads(down.stdout)["stopped"] == [m.pid]
+        assert down.stderr.count("\n") == 1 and "workers[0].cmdline is not recorded" in down.stderr
+        assert master.wait(10) == -signal.SIGTERM and sleeper.poll() is None and (d / "cluster.json").exists()
+    finally:
+        master.kill()
+        master.wait()
 
 
 def test_down_stops_a_process_whose_identity_matches(tmp_path: Path, sleeper: subprocess.Popen[bytes]) -> None:
-    me = identify(sleeper.pid)
+    me = identify_started(sleeper.pid)
     assert me is not None
     d = tmp_path / "cluster"
     forge(d, {"master_pid": sleeper.pid, "master_start_time": me.start_time, "master_cmdline": list(me.cmdline or ())}, [])

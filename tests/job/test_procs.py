@@ -8,7 +8,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from statebed_job.procs import ProcessIdentity, identify, stop_all
+import pytest
+
+from statebed_job.procs import IdentityMismatch, ProcessIdentity, identify, identify_started, send_signal, stop_all, track
 
 STUBBORN = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('ready', flush=True); time.sleep(600)"
 
@@ -64,3 +66,52 @@ def test_stop_all_leaves_a_pid_that_moved_on_alone() -> None:
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_send_signal_refuses_an_identity_without_a_command_line(sleeper: subprocess.Popen[bytes]) -> None:
+    """PID and start time alone are not an identity: without the command line recorded at start, nothing is signalled."""
+    real = identify_started(sleeper.pid)
+    assert real is not None and real.cmdline == ("sleep", "60")
+    for unpinned in (ProcessIdentity(real.pid, real.start_time), ProcessIdentity(real.pid, real.start_time, ())):
+        with pytest.raises(IdentityMismatch, match="no command line was recorded"):
+            send_signal(unpinned, signal.SIGKILL)
+        assert stop_all([unpinned], grace_s=0.1, kill_wait_s=0.1) == []
+    assert sleeper.poll() is None and real.alive()
+    send_signal(real, signal.SIGTERM)  # the positive control: the pinned identity is signalled
+    assert sleeper.wait(10) == -signal.SIGTERM
+
+
+def test_track_records_a_tree_and_repins_a_process_that_execs(tmp_path: Path) -> None:
+    """A child found mid-way (before its exec) is re-pinned to its new command line while it is still in the tree,
+    so the process that runs in the end is the one recorded, and stop_all can stop it."""
+    read_fd, write_fd = os.pipe()
+    grandchild_code = (  # waits for a line, then execs `sleep` with the pipe's write end closed on exec
+        f"import os, sys; sys.stdin.readline(); os.set_inheritable({write_fd}, False); os.execvp('sleep', ['sleep', '61'])"
+    )
+    child = (
+        "import os, subprocess, sys; "
+        f"p = subprocess.Popen([sys.executable, '-c', {grandchild_code!r}], stdin=subprocess.PIPE, pass_fds=[{write_fd}]); "
+        f"os.close({write_fd}); print(p.pid, flush=True); sys.stdin.readline(); p.stdin.write(b'go\\n'); p.stdin.flush(); p.wait()"
+    )
+    parent = subprocess.Popen([sys.executable, "-c", child], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, pass_fds=[write_fd])
+    os.close(write_fd)
+    assert parent.stdout is not None and parent.stdin is not None
+    try:
+        grandchild = int(parent.stdout.readline())
+        seen: dict[int, ProcessIdentity] = {}
+        track([parent.pid], seen)
+        before = seen[grandchild]
+        assert set(seen) == {parent.pid, grandchild} and "sleep" not in (before.cmdline or ())
+        parent.stdin.write("go\n")
+        parent.stdin.flush()
+        assert os.read(read_fd, 1) == b""  # EOF: the grandchild exec'd (its copy of the pipe was close-on-exec)
+        after = identify_started(grandchild)
+        assert after is not None and after.cmdline == ("sleep", "61") and not before.alive()
+        track([parent.pid], seen)
+        assert seen[grandchild] == after  # same PID and start time, the command line it runs now
+        assert sorted(stop_all(list(seen.values()), grace_s=5)) == sorted([parent.pid, grandchild])
+        assert parent.wait(10) is not None and not after.alive()
+    finally:
+        os.close(read_fd)
+        parent.kill()
+        parent.wait()

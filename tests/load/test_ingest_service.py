@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import signal
+import subprocess
+import sys
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -129,3 +132,73 @@ def test_landing_on_s3_acknowledges_only_what_the_bucket_holds(
     assert [a.ids for a in acks] == [doc["ids"]]
     records = source.records([Path(a.file).name for a in acks])
     assert sorted(zip(records["key"].to_pylist(), records["value"].to_pylist(), strict=True)) == [(k, k * 10) for k in range(5)]
+
+
+def test_writes_from_a_web_page_or_not_json_are_refused_and_nothing_lands(service: tuple[Managed, str, Path]) -> None:
+    """An `Origin` header (a browser's request) is 403; a write whose Content-Type is not application/json
+    (a form or text/plain POST, which needs no CORS preflight) is 415. Reads stay open (Prometheus scrapes)."""
+    proc, url, landing = service
+    event = b'{"key": 1, "value": 1}'
+    for path in ("/event", "/events"):
+        body = event if path == "/event" else b'{"events": [' + event + b"]}"
+        assert post(url + path, body, {"Origin": "http://evil.example"})[:3:2] == (
+            403,
+            {"error": "Origin header: requests from web pages are refused"},
+        )
+        for ctype in ("text/plain", "application/x-www-form-urlencoded", ""):
+            code, _, doc = post(url + path, body, {"Content-Type": ctype})
+            assert code == 415 and "application/json" in str(doc["error"]), (path, ctype, doc)
+    assert post(url + "/event", event, {"Content-Type": "application/json; charset=utf-8"})[0] == 200
+    assert len(IngestSource(open_storage(landing)).acks()) == 1 and proc.alive()
+    with urllib.request.urlopen(urllib.request.Request(url + "/health", headers={"Origin": "http://x"}), timeout=30) as r:
+        assert r.status == 200
+
+
+def test_json_nested_beyond_the_depth_limit_is_400(service: tuple[Managed, str, Path]) -> None:
+    proc, url, landing = service
+    for body in (b"[" * 100_000 + b"]" * 100_000, b'{"key": ' + b'{"a": ' * 50_000 + b"1" + b"}" * 50_001):
+        code, _, doc = post(url + "/event", body)
+        assert code == 400 and "nested deeper than" in str(doc["error"]), (code, doc)
+    assert (
+        post(url + "/events", b'{"events": [{"key": "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[", "value": 1}]}')[0] == 422
+    )  # brackets in a string
+    assert post(url + "/event", b'{"key": [[[1]]], "value": 1}')[0] == 422  # nested, within the limit: the schema's answer
+    assert proc.alive() and IngestSource(open_storage(landing)).acks() == []
+
+
+def _one_line_exit_2(args: list[str], tmp_path: Path) -> str:
+    ready = tmp_path / "ready.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "statebed_load.service", *args, "--ready-file", str(ready)], capture_output=True, text=True, timeout=60
+    )
+    assert (done.returncode, len(done.stderr.splitlines()), done.stdout) == (2, 1, ""), (args, done.returncode, done.stderr)
+    assert not ready.exists()
+    return done.stderr
+
+
+def test_bad_host_port_or_landing_is_one_line_exit_2(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("x")
+    os.mkfifo(tmp_path / "fifo")
+    ok = str(tmp_path / "landing")
+    for args, named in (
+        (["--landing", str(tmp_path / "file")], "not a directory"),
+        (["--landing", str(tmp_path / "fifo")], "not a directory"),
+        (["--landing", str(tmp_path / "file" / "sub")], "--landing"),
+        (["--landing", ok, "--port", "70000"], "--port"),
+        (["--landing", ok, "--port", "-1"], "--port"),
+        (["--landing", ok, "--port", "http"], "--port"),
+        (["--landing", ok, "--host", "nosuch.invalid"], "nosuch.invalid"),
+        (["--landing", ok, "--host", "198.51.100.7"], "--public"),
+        (["--landing", ok, "--host", "198.51.100.7", "--public"], "198.51.100.7"),  # told to, but no interface has it
+        (["--landing", ok, "--max-batch", "0"], "--max-batch"),
+        (["--host", "127.0.0.1"], "--landing"),
+    ):
+        err = _one_line_exit_2(args, tmp_path)
+        assert err.startswith("python -m statebed_load.service: error: ") and named in err, (args, err)
+    assert (tmp_path / "file").read_text() == "x"
+
+
+def test_a_busy_port_is_one_line_exit_2(service: tuple[Managed, str, Path], tmp_path: Path) -> None:
+    port = service[1].rpartition(":")[2]
+    err = _one_line_exit_2(["--landing", str(tmp_path / "other"), "--port", port], tmp_path)
+    assert f"127.0.0.1:{port}" in err and "in use" in err

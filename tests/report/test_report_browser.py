@@ -61,7 +61,9 @@ def v1_matrix(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("matrix") / "m"
     proc = _statebed("chaos", "matrix", "--quick", "--faults", "zombie-upload", "--formats", "v1", "--out", str(out), "--json")
     doc = json.loads(proc.stdout)
-    assert proc.returncode == 0 and doc["runs"][0]["valid"] is False, proc.stderr[-3000:]
+    assert doc["runs"][0]["valid"] is False, proc.stderr[-3000:]  # the V1 control, caught
+    # A V1-only matrix proves nothing about V2: it fails by the matrix's rule, and says so.
+    assert proc.returncode == 1 and any("no statebed V2 cell ran" in r for r in doc["summary"]["reasons"]), proc.stderr[-3000:]
     assert f"report: {out / 'report.html'}" in proc.stderr
     return out
 
@@ -153,7 +155,8 @@ def test_matrix_report(chromium: Chromium, v1_matrix: Path, tmp_path: Path) -> N
     (run,) = doc["runs"]
     session, plots = _open(chromium, v1_matrix / "report.html", tmp_path / "matrix-report.png")
     assert set(plots) == {"wall"}
-    assert _text(chromium, session, "verdict").startswith("Matrix quick: PASS")
+    verdict = _text(chromium, session, "verdict")
+    assert verdict.startswith("Matrix quick: FAIL") and "fails because no statebed V2 cell ran" in verdict, verdict
     cell = chromium.evaluate(
         session, "(td => [td.className, td.innerText, td.querySelector('a').href])(document.querySelector('#verdict-table td.invalid'))"
     )

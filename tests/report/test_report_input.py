@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 from checkpoint_helpers import run_cli
@@ -180,3 +181,98 @@ def test_a_failed_default_report_is_one_warning_line(tmp_path: Path, capsys: Cap
     assert default_report("chaos run", tmp_path) is None
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith(f"statebed chaos run: warning: no report written for {tmp_path}: UsageError"), err
+
+
+# -- issue 24 item 11: a record field of the wrong type is exit 2 naming it, not a crash (70) ------
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "named"),
+    [
+        ("mode", 1.5, "run.json: mode: expected str, got float"),
+        ("checkpoint", None, "run.json: checkpoint: expected str, got null"),
+        ("partitions", True, "run.json: partitions: expected int, got bool"),
+        ("params", ["a"], "run.json: params: expected an object, got list"),
+        ("params", {"extra_conf": "x"}, "run.json: params.extra_conf: expected dict or null, got str"),
+    ],
+)
+def test_a_run_json_field_of_the_wrong_type_is_exit_2_naming_it(
+    tmp_path: Path, capsys: Capsys, field: str, value: object, named: str
+) -> None:
+    root = _run_dir(tmp_path / "run", events="local-1700000000000.inprogress")
+    doc = json.loads((root / "run.json").read_text())
+    doc[field] = value
+    (root / "run.json").write_text(json.dumps(doc))
+    code, _, err = run_cli(capsys, "report", str(root))
+    assert code == 2, err
+    _one_error_line(err, str(root / named))
+    assert not (root / "report.html").exists()
+
+
+@pytest.mark.parametrize(
+    ("verdict", "named"),
+    [
+        ('{"valid": [true]}', "verdict.json: valid: expected bool or str or null, got list"),
+        ('{"valid": true, "anomalies": 5}', "verdict.json: anomalies: expected a list, got int"),
+        ('{"valid": true, "faults": [{"id": "f1", "proof": 3}]}', "verdict.json: faults[0].proof: expected a list, got int"),
+        ('{"valid": true, "checks": "x"}', "verdict.json: checks: expected an object, got str"),
+        ('{"valid": true, "checks": {"lineage": []}}', "verdict.json: checks.lineage: expected an object, got list"),
+        (
+            '{"valid": true, "checks": {"baseline": {"verdicts": {"state": 1}}}}',
+            "verdict.json: checks.baseline.verdicts.state: expected an object",
+        ),
+        ('{"valid": true, "reasons": 1.5}', "verdict.json: reasons: expected a list, got float"),
+    ],
+)
+def test_a_verdict_json_field_of_the_wrong_type_is_exit_2_naming_it(tmp_path: Path, capsys: Capsys, verdict: str, named: str) -> None:
+    root = _experiment(tmp_path / "exp", verdict, "")
+    code, _, err = run_cli(capsys, "report", str(root))
+    assert code == 2, err
+    _one_error_line(err, str(root / named))
+    assert not (root / "report.html").exists()
+
+
+def test_a_well_typed_verdict_still_renders(tmp_path: Path, capsys: Capsys) -> None:
+    """The positive control of the type checks: every checked field present, with its right type."""
+    verdict = {
+        "name": "half",
+        "seed": 3,
+        "valid": "unknown",
+        "anomalies": [{"check": "lineage", "kind": "k", "detail": "d"}],
+        "faults": [{"id": "f1", "kind": "kill-executor", "fired": None, "detail": "d", "proof": []}],
+        "checks": {"lineage": {"valid": True, "anomalies": 0}, "baseline": {"run_dir": None, "verdicts": {"state": {"valid": True}}}},
+        "reasons": ["why"],
+        "reproduce": "statebed chaos run x --seed 3",
+        "baseline_equal": None,
+        "run_dir": str(tmp_path / "exp"),
+        "seconds": 1.5,
+        "exit_code": 3,
+    }
+    root = _experiment(tmp_path / "exp", json.dumps(verdict), "")
+    code, _, err = run_cli(capsys, "report", str(root))
+    assert code == 0, err
+    assert "statebed chaos run x --seed 3" in (root / "report.html").read_text()
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "named"),
+    [
+        (("runs", 0, "anomalies"), 5, "matrix.json: runs[0].anomalies: expected a list, got int"),
+        (("runs", 0, "observed"), "x", "matrix.json: runs[0].observed: expected dict or null, got str"),
+        (("summary", "v1_caught"), [], "matrix.json: summary.v1_caught: expected bool or null, got list"),
+        (("summary", "skipped"), "x", "matrix.json: summary.skipped: expected a list, got str"),
+        (("summary", "failing", 0), None, "matrix.json: summary.failing[0]: expected dict, got null"),
+    ],
+)
+def test_a_matrix_json_field_of_the_wrong_type_is_exit_2_naming_it(
+    tmp_path: Path, capsys: Capsys, path: tuple[str | int, ...], value: object, named: str
+) -> None:
+    doc: Any = _matrix_doc(None)
+    cur = doc
+    for key in path[:-1]:
+        cur = cur[key]
+    cur[path[-1]] = value
+    (tmp_path / "matrix.json").write_text(json.dumps(doc))
+    code, _, err = run_cli(capsys, "report", str(tmp_path))
+    assert code == 2, err
+    _one_error_line(err, str(tmp_path / named))

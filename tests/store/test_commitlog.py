@@ -8,7 +8,7 @@ import pytest
 
 from statebed_store import CommitConflictError, CommitLog, StatebedError, Storage, committed_id
 from statebed_store.commitlog import parse_commit, render_commit
-from statebed_store.errors import CorruptFileError, UnknownFormatError
+from statebed_store.errors import CorruptFileError, NotRegularFileError, UnknownFormatError
 
 FILE = "/ckpt/commits/7"
 
@@ -153,3 +153,25 @@ def test_only_ascii_digit_names_are_batches(local_storage: Storage) -> None:
         local_storage.write(f"commits/{name}", b"v2\n{}")
     assert log.batch_ids() == [0]
     assert log.latest() is not None and log.latest().batch_id == 0  # type: ignore[union-attr]
+
+
+def test_no_commit_entry_is_passed_over(local_storage: Storage) -> None:
+    """A directory named like a batch is a batch whose read names it; a batch id up to Java's
+    Long.MAX_VALUE is read; a name Spark parses as a batch but this log does not is a note."""
+    log = CommitLog(local_storage)
+    log.write(0, {0: [["a0"]]})
+    root = Path(local_storage.url)
+    (root / "commits" / "1").mkdir()
+    local_storage.write(f"commits/{2**63 - 1}", render_commit({0: [["z"]]}))
+    local_storage.write(f"commits/{2**63}", render_commit({0: [["z"]]}))  # not a Java long: Spark ignores it too
+    for odd in ("+4", "07", "-1"):
+        local_storage.write(f"commits/{odd}", render_commit({0: [["z"]]}))
+    assert log.batch_ids() == [0, 1, 2**63 - 1]
+    with pytest.raises(NotRegularFileError, match="is a directory") as e:
+        log.read(1)
+    assert e.value.file == str(root / "commits" / "1")
+    rec = log.read(2**63 - 1)
+    assert rec is not None and rec.version == 2**63
+    notes = log.strays()
+    assert [n.split(": ")[0].rsplit("/", 1)[1] for n in notes] == ["+4", "-1", "07"]
+    assert all("Spark reads it as batch" in n for n in notes) and "batch 4," in notes[0]

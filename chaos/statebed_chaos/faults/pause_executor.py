@@ -5,10 +5,12 @@ Aimed at the executor of a straggler: a state task of the trigger batch still ru
 another partition's task has finished (only then can Spark speculate; if the frozen executor
 also serves the shuffle output the other tasks need, none of them finishes during the pause
 and Spark copies nothing), waiting up to `wait_s`; else a seeded choice. Proven from
-Spark's event log: a speculative attempt, launched after the pause began, of a task whose
-original attempt ran on the paused executor. The copy's launch is the proof, not its
-success: a copy started while the executor is frozen may fail fetching the shuffle blocks
-that executor serves, and is then retried like any failed task.
+Spark's event log: a speculative attempt, launched during the pause, of a task whose
+original attempt was running on the paused executor when the pause began (a copy launched
+after the resume, of a task that ran elsewhere, or whose original started later, is not
+the pause's doing). The copy's launch is the proof, not its success: a copy started while
+the executor is frozen may fail fetching the shuffle blocks that executor serves, and is
+then retried like any failed task.
 
 params: wait_s (default 5): how long to wait for a running state task to aim at.
 for_s: the pause (default 8 s; resumed by a timer even when the schedule gives none).
@@ -76,36 +78,36 @@ class PauseExecutor(Fault):
             return got
         facts, log = got
         eid, app = str(facts.get("executor_id")), str(facts.get("app_id"))
-        paused_ms = float(facts.get("paused_at", 0)) * 1000
-        end_ms = paused_ms + float(facts.get("for_s", self.pause_s)) * 1000
-        copies: list[dict[str, Any]] = []
-        for copy in log.tasks:
-            if not copy.speculative or copy.app != app or copy.launch_ms < paused_ms:
-                continue
-            for orig in log.attempts_of(copy.task):
-                if not orig.speculative and orig.executor == eid and orig.launch_ms <= copy.launch_ms:
-                    copies.append(
-                        {
-                            "batch": copy.batch,
-                            "stage": copy.stage,
-                            "partition": copy.index,
-                            "original": {"task_id": orig.task_id, "attempt": orig.attempt, "executor": eid, "outcome": orig.outcome},
-                            "copy": {
-                                "task_id": copy.task_id,
-                                "attempt": copy.attempt,
-                                "executor": copy.executor,
-                                "outcome": copy.outcome,
-                                "during_pause": copy.launch_ms <= end_ms,
-                            },
-                        }
-                    )
-                    break
+        if not isinstance(facts.get("paused_at"), (int, float)):
+            return Evidence(None, "SIGSTOP delivered, but the inject recorded no pause time to place Spark's copies against", [facts])
+        paused_ms = float(facts["paused_at"]) * 1000
+        end_ms = paused_ms + float(facts.get("for_s", self.pause_s)) * 1000  # the timer resumes it then at the latest
+        copies: list[dict[str, Any]] = [
+            {
+                "batch": copy.batch,
+                "stage": copy.stage,
+                "partition": copy.index,
+                "original": {"task_id": orig.task_id, "attempt": orig.attempt, "executor": eid, "outcome": orig.outcome},
+                "copy": {
+                    "task_id": copy.task_id,
+                    "attempt": copy.attempt,
+                    "executor": copy.executor,
+                    "outcome": copy.outcome,
+                    "launched_into_pause_ms": round(copy.launch_ms - paused_ms),
+                },
+            }
+            for orig, copy in log.copies_during(eid, app, paused_ms, end_ms)
+        ]
         if not copies:
-            return Evidence(False, f"executor {eid} was paused, but Spark launched no speculative copy of a task that ran on it", [facts])
+            return Evidence(
+                False,
+                f"executor {eid} was paused, but Spark launched no speculative copy, during the pause, of a task running on it when it began",
+                [facts],
+            )
         ok = sum(1 for c in copies if c["copy"]["outcome"] == "Success")
         return Evidence(
             True,
-            f"executor {eid} paused; {len(copies)} speculative cop(ies) of its tasks launched, {ok} succeeded",
+            f"executor {eid} paused; {len(copies)} speculative cop(ies) of its frozen tasks launched during the pause, {ok} succeeded",
             [{"signal": facts}, {"speculative_copies": copies}],
         )
 

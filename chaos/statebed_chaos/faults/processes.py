@@ -55,31 +55,36 @@ def running_attempts(ctx: FaultContext, batch: int, partition: int | None = None
 
 def choose_executor(ctx: FaultContext, spec: FaultSpec, wait_s: float, *, straggler: bool = False) -> tuple[Target, dict[str, Any]]:
     """An executor running a state task of the trigger batch (waiting up to `wait_s` for one to
-    show in the attempt records), else a seeded choice among the live executors. `straggler`:
+    show in the attempt records, and no longer once Spark committed the batch), else a seeded
+    choice among the live executors, made while they are live. `straggler`:
     only a task another partition of the batch has already finished beside, the moment Spark
     can speculate (with no finished task in the stage it launches no copy)."""
     batch = spec.at.batch
 
-    def busy() -> tuple[Target, AttemptRecord] | None:
+    def busy() -> tuple[Target, AttemptRecord] | str | None:
         executors = {e.host: e for e in ctx.targets.find("executor")}
         records = read_attempts(ctx.run.root)
         done = {a.partition for a in records if a.batch == batch and a.outcome == "ok"}
         hits = [a for a in records if a.batch == batch and a.outcome == "info" and a.host in executors]
         hits = sorted((a for a in hits if not straggler or done - {a.partition}), key=lambda a: (a.partition, a.attempt))
         if not hits:
-            return None
+            # Spark committed the batch: none of its tasks will run again. Waiting on would only
+            # end with the run, when the executors (alive now) are gone (issue 24 #19).
+            return f"batch {batch} was over" if ctx.batch_committed(batch) else None
         a = ctx.rng(spec.id).choice(hits)
         return executors[a.host], a
 
-    found = ctx.wait(busy, wait_s) if wait_s > 0 else busy()
-    if found is not None:
+    # native runs write no attempt records: there is nothing to wait for
+    found = ctx.wait(busy, wait_s) if wait_s > 0 and ctx.mode != "native" else busy()
+    if isinstance(found, tuple):
         target, a = found
         how = "straggler" if straggler else "running-attempt"
         return target, {"chosen_by": how, "batch": a.batch, "partition": a.partition, "attempt": a.attempt}
     executors = sorted(ctx.targets.find("executor"), key=lambda t: t.name)
     if not executors:
         raise NoTarget(f"{spec.kind} {spec.id}: no executor is running")
-    return ctx.rng(spec.id).choice(executors), {"chosen_by": "seed"}
+    why = found or ("native runs record no attempts" if ctx.mode == "native" else f"no state task of batch {batch} seen running")
+    return ctx.rng(spec.id).choice(executors), {"chosen_by": "seed", "why": why}
 
 
 def tree_of(ctx: FaultContext, jvm: Target) -> list[Target]:

@@ -27,11 +27,14 @@ the accepted content). Both queue a snapshot of `<v>`: the experiment must make 
 a snapshot version for both (no snapshot before it, `snapshot_interval` <= v; with interval
 v and batches < 2v no later snapshot hides it). Attempt 0's upload, in its worker's
 background uploader thread, is held; once attempt 1's snapshot is durable `inject` releases
-it, and it lands while Spark kills attempt 0 (the worker dies only after killTimeout). V1
-is caught when a load replays the winner's changelogs onto `<v>.zip`, the zombie's sample:
-the verifier's final load does, if the winner's in-memory state carried batch v on (a job
-that reloads `<v>.zip` first goes on from the zombie's state, another valid random sample:
-nothing to catch).
+it, and it lands while Spark kills attempt 0 (the worker dies only after killTimeout).
+
+V1 is caught whoever runs the next batch: the state verifier loads every committed version
+of these random workloads from its files, and `<v>` (the zombie's `<v>.changelog`, or its
+`<v>.zip`) contradicts the output Spark committed for batch v-1, the winner's. The final
+state alone shows it only when the winner's executor carried on from memory (a job that
+reloads the zombie's file goes on from another valid random sample). Each control pins a
+seed whose two attempts draw differently (tests/chaos/test_positive_controls.py).
 
     task.commit.after       = A0 1*delay(slow_ms)     the zombie straggles after its commit
     task.load.after         = A1 1*hold(hold_ms)      the copy waits for the zombie's commit

@@ -34,7 +34,10 @@ class ProxyProcess:
 
 
 def stop_pid(proc: subprocess.Popen[bytes], timeout_s: float = 10.0) -> None:
-    """SIGTERM, wait up to `timeout_s`, then SIGKILL: by this PID only."""
+    """SIGTERM, wait up to `timeout_s`, then SIGKILL: our own child, through its Popen handle.
+
+    No recorded identity is needed: until we reap it (the wait below), the kernel keeps its
+    PID from being reused, so the handle names the process we started and no other."""
     if proc.poll() is None:
         proc.send_signal(signal.SIGTERM)
         try:

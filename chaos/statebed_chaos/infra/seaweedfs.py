@@ -57,7 +57,8 @@ class S3Server:
         return Minio(self.endpoint.removeprefix("http://"), ACCESS_KEY, SECRET_KEY, secure=False, region="us-east-1")
 
     def stop(self) -> None:
-        """SIGKILL by PID: `weed server` hangs on SIGTERM; its data survives a kill (tested)."""
+        """SIGKILL our own child through its Popen handle (its PID cannot be reused before we reap it):
+        `weed server` hangs on SIGTERM; its data survives a kill (tested)."""
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait(10)

@@ -4,19 +4,31 @@ Routes: GET /version; GET/POST /proxies; GET/POST/DELETE /proxies/{name}; GET/PO
 /proxies/{name}/toxics; GET/POST/DELETE /proxies/{name}/toxics/{toxic}; POST /reset. Errors are
 JSON `{"error": ..., "status": ...}` with 400 (bad body or address), 404 (unknown proxy or
 toxic), 409 (name taken), 500 (cannot listen), like Toxiproxy.
+
+It cannot be driven from a web page: a `Mozilla/` user agent gets 403 as from Toxiproxy's
+stopBrowsersMiddleware, and so does any request with an `Origin` header (browsers send one on
+every cross-origin request and every POST); a write carrying a body must say `Content-Type:
+application/json` (415 otherwise), which a page cannot send cross-origin without a CORS
+preflight this server never answers. Bodyless writes (toxiproxy-python's POST /reset and its
+DELETEs send no body and no content type) need none. Proxies listen and forward only where
+their `AddressPolicy` allows (loopback unless `--allow-upstream`).
 """
 
 from __future__ import annotations
 
 import json
 import random
+import socket
 import threading
+from collections.abc import Sequence
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from .listener import ListenError, Proxy, check_listen, split_address
+from statebed_store.netaddr import check_bind
+
+from .listener import AddressPolicy, ListenError, Proxy, parse_networks
 from .record import Recorder
 from .toxics import ToxicError, parse_toxic
 
@@ -36,8 +48,8 @@ class ApiError(Exception):
 class Registry:
     """The proxies by name; every API call goes through one method here."""
 
-    def __init__(self, recorder: Recorder, seed: int = 0) -> None:
-        self.recorder = recorder
+    def __init__(self, recorder: Recorder, seed: int, policy: AddressPolicy) -> None:
+        self.recorder, self.policy = recorder, policy
         self._rng = random.Random(seed)  # toxicity rolls and jitter: same seed, same choices
         self._lock = threading.Lock()
         self._proxies: dict[str, Proxy] = {}
@@ -57,9 +69,9 @@ class Registry:
         name, upstream, listen = body.get("name"), body.get("upstream"), body.get("listen", "127.0.0.1:0")
         if not isinstance(name, str) or not name:
             raise ApiError(400, "missing required field: name")
-        split_address(upstream, "upstream")
-        check_listen(listen)
-        proxy = Proxy(name, str(listen), str(upstream), self.recorder, self._rng)
+        self.policy.upstream(upstream)
+        self.policy.listen(listen)
+        proxy = Proxy(name, str(listen), str(upstream), self.recorder, self._rng, self.policy)
         with self._lock:
             if name in self._proxies:
                 raise ApiError(409, "proxy already exists")
@@ -76,8 +88,8 @@ class Registry:
         """enabled / listen / upstream; a changed address restarts the proxy (its connections drop)."""
         proxy = self.get(name)
         listen, upstream = body.get("listen", proxy.listen), body.get("upstream", proxy.upstream)
-        check_listen(listen)
-        split_address(upstream, "upstream")
+        self.policy.listen(listen)
+        self.policy.upstream(upstream)
         enabled = body.get("enabled", proxy.enabled)
         if not isinstance(enabled, bool):
             raise ApiError(400, "enabled must be true or false")
@@ -182,6 +194,11 @@ class _Handler(BaseHTTPRequestHandler):
         self._handle("DELETE")
 
     def _handle(self, method: str) -> None:
+        refused = _browser(self.headers.get("User-Agent", ""), self.headers.get("Origin"))
+        if refused:
+            self.close_connection = True  # its body (if any) stays unread
+            self._reply(403, refused + "\n")
+            return
         try:
             body = self._body()
             status, payload = _route(self.server.registry, method, [p for p in self.path.split("?")[0].split("/") if p], body)
@@ -198,12 +215,17 @@ class _Handler(BaseHTTPRequestHandler):
         except ValueError:
             raise ApiError(400, "bad Content-Length") from None
         if not 0 <= length <= MAX_BODY:
+            self.close_connection = True
             raise ApiError(400, "request body too large")
         raw = self.rfile.read(length) if length else b""
         if not raw:
             return None
+        if self.headers.get_content_type() != "application/json":
+            raise ApiError(415, "a request body must be sent with Content-Type: application/json")
         try:
             return json.loads(raw)
+        except RecursionError:
+            raise ApiError(400, "bad request body: JSON nested too deeply") from None
         except ValueError:
             raise ApiError(400, "bad request body: not JSON") from None
 
@@ -221,21 +243,40 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
 
+def _browser(user_agent: str, origin: str | None) -> str | None:
+    """Why a request comes from a web page (Toxiproxy's wording for the user agent), or None."""
+    if user_agent.startswith("Mozilla/"):
+        return "User agent not allowed"
+    if origin is not None:
+        return "Origin not allowed"
+    return None
+
+
 class ProxyServer(ThreadingHTTPServer):
-    """The API server; at most MAX_REQUEST_THREADS requests are served at once."""
+    """The API server; at most MAX_REQUEST_THREADS requests are served at once. `warning` is the
+    one line to print when `public` or `allow_upstream` open anything beyond loopback."""
 
     daemon_threads = True
 
-    def __init__(self, host: str = "127.0.0.1", port: int = 8474, *, record: Path | None = None, seed: int = 0) -> None:
-        check_listen(f"{host}:{port}")
-        self.registry = Registry(Recorder(record), seed)
+    def __init__(
+        self, host: str = "127.0.0.1", port: int = 8474, *, record: Path | None = None, seed: int = 0,
+        public: bool = False, allow_upstream: Sequence[str] = (),
+    ) -> None:  # fmt: skip
+        opened = [check_bind(host, port, public=public)]
+        policy = AddressPolicy(parse_networks(allow_upstream), public)
+        if policy.allowed:
+            where = ", ".join(map(str, policy.allowed))
+            opened.append(f"proxies may forward to{' and listen on' if public else ''} {where} (--allow-upstream)")
+        self.warning = "warning: " + "; ".join(w for w in opened if w) if any(opened) else None
+        self.registry = Registry(Recorder(record), seed, policy)
         self._slots = threading.BoundedSemaphore(MAX_REQUEST_THREADS)
+        self.address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
         super().__init__((host, port), _Handler)
 
     @property
     def url(self) -> str:
         host, port = str(self.server_address[0]), int(self.server_address[1])
-        return f"http://{host}:{port}"
+        return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
     def process_request(self, request: Any, client_address: Any) -> None:
         self._slots.acquire()

@@ -6,16 +6,22 @@ import ipaddress
 import random
 import socket
 import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
+
+from statebed_store.errors import UsageError
+from statebed_store.netaddr import IPAddress, resolve
 
 from .link import Link
 from .record import Recorder
 from .toxics import ToxicSet
 
-__all__ = ["MAX_CONNECTIONS", "ListenError", "Proxy", "check_listen", "split_address"]
+__all__ = ["MAX_CONNECTIONS", "AddressPolicy", "IPNetwork", "ListenError", "Proxy", "parse_networks", "split_address"]
 
 MAX_CONNECTIONS = 256  # per proxy; more are refused (closed at once): bounded threads
 CONNECT_TIMEOUT_S = 5.0
+IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 
 class ListenError(ValueError):
@@ -35,24 +41,56 @@ def split_address(addr: object, what: str) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
-def check_listen(addr: object) -> tuple[str, int]:
-    """Only loopback listen addresses: the test-bed never opens a port beyond this machine."""
-    host, port = split_address(addr, "listen")
-    if host == "localhost":
-        return "127.0.0.1", port
-    try:
-        if ipaddress.ip_address(host).is_loopback:
-            return host, port
-    except ValueError:
-        pass
-    raise ListenError(f"listen {addr!r} refused: only loopback addresses (127.0.0.0/8, ::1, localhost)")
+def parse_networks(texts: Sequence[str], flag: str = "--allow-upstream") -> tuple[IPNetwork, ...]:
+    """CIDR networks (a bare address is its /32 or /128); a UsageError naming `flag` otherwise."""
+    nets = []
+    for text in texts:
+        try:
+            nets.append(ipaddress.ip_network(text, strict=False))
+        except ValueError:
+            raise UsageError(f"{flag} {text!r}: not a CIDR network (e.g. 10.0.0.0/8)") from None
+    return tuple(nets)
+
+
+@dataclass(frozen=True)
+class AddressPolicy:
+    """Where proxies may listen and forward: loopback, plus the `--allow-upstream` networks; a
+    listener beyond loopback also needs `--public` (servers bind loopback unless told otherwise).
+    A name is judged by every address it resolves to, and resolved again at each connect, so a
+    name that later resolves elsewhere is not followed off the machine."""
+
+    allowed: tuple[IPNetwork, ...] = ()
+    public: bool = False
+
+    def _addresses(self, addr: object, what: str) -> tuple[list[IPAddress], int]:
+        host, port = split_address(addr, what)
+        try:
+            ips = resolve(host)
+        except OSError:
+            raise ListenError(f"{what} {addr!r}: cannot resolve {host!r}") from None
+        for ip in ips:
+            if not ip.is_loopback and not any(ip in net for net in self.allowed):
+                raise ListenError(f"{what} {addr!r} refused: {ip} is not a loopback address and no --allow-upstream names it")
+        return ips, port
+
+    def listen(self, addr: object) -> tuple[str, int]:
+        """The (host, port) to bind; raises ListenError (400)."""
+        ips, port = self._addresses(addr, "listen")
+        if not all(ip.is_loopback for ip in ips) and not self.public:
+            raise ListenError(f"listen {addr!r} refused: a listener beyond loopback needs --public")
+        return str(ips[0]), port
+
+    def upstream(self, addr: object) -> tuple[str, int]:
+        """The (address, port) to connect to, checked now; raises ListenError (400)."""
+        ips, port = self._addresses(addr, "upstream")
+        return str(ips[0]), port
 
 
 class Proxy:
     """A named proxy; `start` binds and accepts, `stop` closes the listener and every connection."""
 
-    def __init__(self, name: str, listen: str, upstream: str, recorder: Recorder, rng: random.Random) -> None:
-        self.name, self.listen, self.upstream = name, listen, upstream
+    def __init__(self, name: str, listen: str, upstream: str, recorder: Recorder, rng: random.Random, policy: AddressPolicy) -> None:
+        self.name, self.listen, self.upstream, self.policy = name, listen, upstream, policy
         self.toxics = ToxicSet()
         self.enabled = False
         self._recorder, self._rng = recorder, rng
@@ -73,8 +111,8 @@ class Proxy:
     def start(self) -> None:
         if self.enabled:
             return
-        host, port = check_listen(self.listen)
-        split_address(self.upstream, "upstream")
+        host, port = self.policy.listen(self.listen)
+        self.policy.upstream(self.upstream)
         sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
@@ -118,10 +156,10 @@ class Proxy:
             threading.Thread(target=self._open, args=(conn_id, client), name=f"proxy-{self.name}-open", daemon=True).start()
 
     def _open(self, conn_id: int, client: socket.socket) -> None:
-        host, port = split_address(self.upstream, "upstream")
         try:
+            host, port = self.policy.upstream(self.upstream)  # resolved again: a name may point elsewhere now
             server = socket.create_connection((host, port), timeout=CONNECT_TIMEOUT_S)
-        except OSError:  # upstream down: the client sees its connection closed, as with Toxiproxy
+        except (OSError, ListenError):  # upstream down or refused: the client sees its connection closed, as with Toxiproxy
             client.close()
             return
         server.settimeout(None)

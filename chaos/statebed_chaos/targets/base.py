@@ -1,9 +1,10 @@
 """What a chaos fault acts on: the processes of a run, behind one interface.
 
 A `Target` is one process as it was found: kind, name, host, PID and the identity that
-pins it (start time and command line). `Targets` finds them and signals them; every signal
-goes through an identity check, so a target that exited (its PID possibly reused) is
-refused with `IdentityMismatch`, never hit by mistake. `LocalTargets` serves processes on
+pins it (start time and command line, both required). `Targets` finds them and signals them;
+every signal goes through an identity check, so a target that exited (its PID possibly
+reused), or whose command line was never recorded, is refused with `IdentityMismatch`,
+never hit by mistake. `LocalTargets` serves processes on
 this machine; a Kubernetes implementation (pods) will serve the same calls.
 """
 
@@ -54,7 +55,7 @@ class Targets(ABC):
 
     @abstractmethod
     def kill(self, target: Target, sig: int = signal.SIGKILL) -> None:
-        """Send `sig`; raises IdentityMismatch when the target is gone."""
+        """Send `sig`; raises IdentityMismatch when the target is gone or its identity was not pinned."""
 
     @abstractmethod
     def alive(self, target: Target) -> bool:

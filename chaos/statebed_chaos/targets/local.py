@@ -11,7 +11,6 @@ never by scanning /proc for a name:
 
 from __future__ import annotations
 
-import dataclasses
 import fcntl
 import json
 import os
@@ -21,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from statebed_job.cluster import StandaloneCluster
-from statebed_job.procs import ProcessIdentity, children, identify, send_signal
+from statebed_job.procs import ProcessIdentity, children, identify, identify_started, send_signal
 from statebed_store.errors import CorruptFileError, UsageError
 from statebed_store.jsonsafe import loads_strict
 from statebed_store.localfs import atomic_write
@@ -60,11 +59,9 @@ class LocalTargets(Targets):
             raise UsageError(f"unknown target kind {kind!r}; known: {', '.join(KINDS)}")
         if self.registry is None:
             raise UsageError("registering a target needs a run directory or a registry file")
-        ident = identify(pid)
+        ident = identify_started(pid)  # just started: waits until the exec has set its arguments up
         if ident is None:
-            raise UsageError(f"cannot register {kind} pid {pid}: no such process")
-        if not ident.cmdline:  # just started: execve has not set its arguments up yet; pin it by start time alone
-            ident = dataclasses.replace(ident, cmdline=None)
+            raise UsageError(f"cannot register {kind} pid {pid}: no such process, or its command line cannot be read")
         target = Target(kind, name or f"{kind}-{pid}", host, ident)
         self.registry.parent.mkdir(parents=True, exist_ok=True)
         with open(self.registry.with_name(self.registry.name + ".lock"), "a") as lock:
@@ -100,7 +97,7 @@ class LocalTargets(Targets):
         if kind not in KINDS:
             raise UsageError(f"unknown target kind {kind!r}; known: {', '.join(KINDS)}")
         found = finders[kind]() if kind in finders else self._registered(kind)
-        return [t for t in found if t.identity.alive() and t.matches(filters)]
+        return [t for t in found if t.identity.pinned and t.identity.alive() and t.matches(filters)]  # unpinned: not ours
 
     def _drivers(self) -> list[Target]:
         registered = self._registered("driver")

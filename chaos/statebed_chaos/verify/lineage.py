@@ -5,7 +5,8 @@ statebed's or Spark's own (4.1+ V2), and checks, for every committed batch `b` a
 
 * the committed id of version `b+1` has a changelog or a snapshot (`missing-checkpoint`);
 * that file is readable and intact: CRC32C sidecar, every LZ4 block and record
-  (`unreadable-file`), and is its own: its sidecar or zip metadata does not name another
+  (`unreadable-file`; so is a FIFO, socket, directory or symlink loop in its place, or in
+  a `commits/N`'s: never opened blocking, the rest of the check goes on), and is its own: its sidecar or zip metadata does not name another
   store or checkpoint (`foreign-file`: copied in from elsewhere);
 * its lineage says its base is exactly `(b, id committed by batch b-1)` (`lineage-break`),
   its versions increase by one and every earlier entry is a committed id too
@@ -14,7 +15,9 @@ statebed's or Spark's own (4.1+ V2), and checks, for every committed batch `b` a
   whose files all exist, agree and are intact, SST contents included (`unplannable`); a
   damaged snapshot the load plans around is reported as the file it is (`unreadable-file`);
 * every store every commit names has a state directory with files (`missing-checkpoint`);
-* the commit log has no holes (`commit-gap`, one per contiguous range of missing batches).
+* the commit log has no holes (`commit-gap`, one per contiguous range of missing batches);
+* every key in those files belongs to their partition under the partitioner the checkpoint
+  records (`misplaced-key`, see `partitions`; a note says when none is known).
 
 A version committed by a V1 entry (no ids, e.g. after a V2->V1 switch) must have its
 `<v>.changelog` or `<v>.zip` and, when it is the latest, load by version; its lineage
@@ -38,13 +41,25 @@ from statebed_store.errors import CheckpointFileError, ForeignFileError, Lineage
 from statebed_store.inspection import committed_store_names, discover_stores, store_index
 from statebed_store.lineage import Lineage
 from statebed_store.naming import CHANGELOG, COMMITS_DIR, DEFAULT_STORE, SNAPSHOT, StateFileName, sidecar_name
+from statebed_store.partitioner import Partitioning, checkpoint_partitioning
 from statebed_store.plan import loadable_plan
 
+from .partitions import KIND as MISPLACED_KEY
+from .partitions import partition_anomalies
 from .result import Anomaly, Verdict, merge_verdicts
 
 __all__ = ["KINDS", "LineageReport", "verify_lineage"]
 
-KINDS = ("missing-checkpoint", "lineage-break", "non-linear-lineage", "unplannable", "unreadable-file", "foreign-file", "commit-gap")
+KINDS = (
+    "missing-checkpoint",
+    "lineage-break",
+    "non-linear-lineage",
+    "unplannable",
+    "unreadable-file",
+    "foreign-file",
+    "commit-gap",
+    MISPLACED_KEY,
+)
 
 
 @dataclass
@@ -78,6 +93,7 @@ class _Context:
     versions_checked: set[int] = field(default_factory=set)
     v1_checked: set[int] = field(default_factory=set)  # retained versions only a V1 entry committed
     notes: list[str] = field(default_factory=list)
+    partitioning: Partitioning = field(default_factory=Partitioning)
 
     def add(
         self,
@@ -107,12 +123,14 @@ def verify_lineage(storage: Storage, *, all_versions: bool = False, cache: Heade
     """Check a checkpoint's committed lineage. Raises UsageError when it is no streaming checkpoint."""
     ctx = _Context(storage, {}, HeaderCache() if cache is None else cache, all_versions)
     batch_ids = _commit_batches(storage)
+    ctx.notes.extend(CommitLog(storage).strays())
     ctx.commits = _read_commits(ctx, batch_ids)
     _check_commit_gaps(ctx, batch_ids)
     kinds = {"v2" if rec.state_ids is not None else "v1" for rec in ctx.commits.values()}
     fmt = "mixed" if len(kinds) > 1 else (kinds.pop() if kinds else "v1")
     notes = ctx.notes
     stores = discover_stores(storage, notes)
+    ctx.partitioning = checkpoint_partitioning(storage)
     verdicts: list[Verdict] = []
     if fmt == "v1":
         notes.append("V1 checkpoint: the commit log records no checkpoint ids, so there is no lineage to check")
@@ -121,6 +139,7 @@ def verify_lineage(storage: Storage, *, all_versions: bool = False, cache: Heade
     for store in stores:
         siblings = [s.store_name for s in stores if (s.operator, s.partition) == (store.operator, store.partition)]
         _check_store(ctx, store, store_index(store, siblings))
+    notes += ctx.partitioning.unchecked_notes(stores)
     if ctx.v1_checked and fmt != "v1":
         notes.append(
             f"versions {_ranges(sorted(ctx.v1_checked))} were committed by V1 entries (no ids): checked for files "
@@ -261,8 +280,11 @@ def _check_store(ctx: _Context, store: StoreId, idx: int) -> None:
     ctx.v1_checked.update(v1_checked)
     plannable = sorted({v for v in checked if committed[v] is not None} | loadable)  # the rest is reported already
     newest = max(checked + v1_checked, default=None)
-    for v in plannable if ctx.all_versions else [v for v in plannable if v == newest]:
-        _check_plan(ctx, store, files, CheckpointRef(v, committed.get(v)))
+    planned = [CheckpointRef(v, committed.get(v)) for v in (plannable if ctx.all_versions else [v for v in plannable if v == newest])]
+    for ref in planned:
+        _check_plan(ctx, store, files, ref)
+    read = [CheckpointRef(v, committed[v]) for v in checked if committed[v] is not None] + [CheckpointRef(v) for v in sorted(loadable)]
+    ctx.anomalies += partition_anomalies(ctx.partitioning, store, files, read, planned)
     _collect_orphans(ctx, store, files, committed, latest)
 
 
@@ -311,6 +333,11 @@ def _check_version(
         return
     ref = CheckpointRef(v, cid)
     if not files.has_changelog(ref) and not files.has_snapshot(ref):
+        dirs = set(ctx.storage.list_dirs(store.dir)) & {StateFileName(v, cid, k).name for k in (CHANGELOG, SNAPSHOT)}
+        if dirs:  # a directory where the committed file should be: there, but unreadable
+            where = [ctx.storage.display(store.path(d)) for d in sorted(dirs)]
+            ctx.add("unreadable-file", store, v, ids=[cid], files=where, detail="is a directory, expected the committed file")
+            return
         ctx.add(
             "missing-checkpoint",
             store,

@@ -18,6 +18,8 @@ from statebed_store.errors import StorageError, UsageError
 
 __all__ = [
     "EXIT_CODES",
+    "HARNESS_KINDS",
+    "STORE_CHECKS",
     "Anomaly",
     "CheckCrashed",
     "Composite",
@@ -25,6 +27,7 @@ __all__ = [
     "Verdict",
     "check_safe",
     "compose",
+    "is_store_anomaly",
     "merge_verdicts",
 ]
 
@@ -36,6 +39,14 @@ EXIT_CODES: dict[object, int] = {True: 0, False: 1, "unknown": 3}
 # Errors that mean "this input cannot be checked at all" (not a checkpoint, no run directory,
 # storage unreachable): they reach the caller, which reports them as unusable input (exit 2).
 INPUT_ERRORS: tuple[type[BaseException], ...] = (UsageError, StorageError)
+
+# The checks that judge the store itself: their anomalies are the seed appendix's kinds (a
+# lost element, a sample of 4, a lineage that is not linear). A positive control counts only
+# when caught by one of them; the kinds below are about the harness or the run around the
+# store (a crashed cell, input the source could not replay, the sink's files), and an
+# anomaly of another check (attempts records, the baseline comparison) is no such proof.
+STORE_CHECKS = frozenset({"lineage", "state"})
+HARNESS_KINDS = frozenset({"harness-error", "missing-input", "input-log-mismatch", "missing-output", "uncommitted-output"})
 
 
 @dataclass(frozen=True)
@@ -87,6 +98,12 @@ class CheckCrashed:
 
     def to_json(self) -> dict[str, Any]:
         return {"valid": self.valid, "error": self.error, "trace": self.trace, "anomalies": [], "notes": self.notes}
+
+
+def is_store_anomaly(anomaly: Mapping[str, Any]) -> bool:
+    """An anomaly as a run's result carries it (its JSON with the `check` that found it) of the
+    store's state or lineage, not of the harness."""
+    return anomaly.get("check") in STORE_CHECKS and anomaly.get("kind") not in HARNESS_KINDS
 
 
 def merge_verdicts(verdicts: Iterable[Verdict]) -> Verdict:

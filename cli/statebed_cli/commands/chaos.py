@@ -17,7 +17,7 @@ from statebed_chaos.experiment import load_experiment
 from statebed_chaos.runner import ExperimentResult, run_experiment
 
 from ..backend import add_backend_arg, k8s_settings
-from ..common import non_negative_int
+from ..common import fresh_output_dir, non_negative_int
 from . import chaos_matrix
 from .report import default_report
 
@@ -39,7 +39,7 @@ def _add_run(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("run", help="run one experiment file: baseline, faulted run, verdict", description=__doc__)
     p.add_argument("experiment", metavar="EXPERIMENT", help="the experiment file (YAML; see examples/experiments/)")
     p.add_argument("--seed", type=non_negative_int, default=None, help="override the file's seed (default: the file's, else drawn)")
-    p.add_argument("--out", type=Path, default=None, help="where the experiment's directory goes (default: runs/chaos/<time>-<name>)")
+    p.add_argument("--out", type=Path, default=None, help="the experiment's directory, new or empty (default: runs/chaos/<time>-<name>)")
     p.add_argument("--json", action="store_true", help="print the result as JSON (progress stays on stderr)")
     p.add_argument("--no-report", action="store_true", help="do not write report.html into the experiment's directory")
     add_backend_arg(p)
@@ -47,9 +47,10 @@ def _add_run(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 
 def run(args: argparse.Namespace) -> int:
-    exp = load_experiment(args.experiment)
-    out = args.out or Path("runs") / "chaos" / f"{time.strftime('%Y%m%d-%H%M%S')}-{exp.name}"
-    result = run_experiment(exp, seed=args.seed, out_dir=out, progress=True, k8s=k8s_settings(args))
+    exp = load_experiment(args.experiment)  # its name is a checked path segment
+    k8s = k8s_settings(args)  # before the output directory: a bad environment leaves nothing behind
+    out = fresh_output_dir(args.out or Path("runs") / "chaos" / f"{time.strftime('%Y%m%d-%H%M%S')}-{exp.name}")
+    result = run_experiment(exp, seed=args.seed, out_dir=out, progress=True, k8s=k8s)
     report = None if args.no_report else default_report("chaos run", result.run_dir)
     if args.json:
         print(json.dumps(result.to_json(), indent=2, default=str))

@@ -1,8 +1,11 @@
 """`statebed chaos matrix`: fault kinds × workloads × formats × seeds, one verdict.
 
-Exit codes: 0 every statebed V2 cell valid and the V1 positive control caught (native cells
-count only with --strict-native), 1 otherwise, 2 unusable flags (one line naming the flag),
-130 interrupted (the running cell's processes are stopped by the runner).
+Exit codes: 0 only when something was proven: at least one statebed V2 cell ran and every
+one is valid, and a V1 positive control (a V1 cell on bucket-collect or sample3) was caught by
+a state or lineage anomaly (native cells count only with --strict-native); 1 otherwise, the
+verdict line (and the JSON summary's "reasons") saying why, also for a selection with no V2
+cell or no V1 control; 2 unusable flags (one line naming the flag), 130 interrupted (the
+running cell's processes are stopped by the runner).
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from statebed_chaos.runner import ExperimentResult, run_experiment
 from statebed_store.errors import UsageError
 
 from ..backend import add_backend_arg, k8s_settings
-from ..common import emit_json
+from ..common import emit_json, fresh_output_dir
 from .report import default_report
 
 
@@ -107,11 +110,7 @@ def _names(flag: str, text: str | None) -> list[str] | None:
 
 def _out_dir(out: Path | None, preset: str) -> Path:
     """A new or empty directory: cell directories are created (and removed) only inside it."""
-    path = out if out is not None else Path("runs") / f"{time.strftime('%Y%m%d-%H%M%S')}-matrix-{preset}"
-    if path.exists() and (not path.is_dir() or any(path.iterdir())):
-        raise UsageError(f"--out {path}: exists and is not an empty directory")
-    path.mkdir(parents=True, exist_ok=True)
-    return path
+    return fresh_output_dir(out if out is not None else Path("runs") / f"{time.strftime('%Y%m%d-%H%M%S')}-matrix-{preset}")
 
 
 def _report(result: MatrixResult, *, as_json: bool) -> None:

@@ -5,7 +5,9 @@ background and returns once every worker registered (with `--foreground` it stay
 stops the cluster on exit or Ctrl-C). It refuses to start twice from the same directory.
 `status --json` lists master, worker and executor PIDs: what chaos controllers target.
 `down` signals a recorded PID only while its start time and command line still match what
-`up` recorded; a stale state file whose PIDs were reused gets a message, not a kill.
+`up` recorded. A PID the state file does not pin (either field null, missing or different:
+a stale or forged file) is not signalled: `down` stops what it can prove is the cluster's,
+keeps the state file, and exits 2 with one line naming the field.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import sys
 import time
 
 from statebed_job.cluster import StandaloneCluster
+from statebed_store.errors import UsageError
 
 from ..common import EXIT_OK
 
@@ -33,33 +36,40 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         a.set_defaults(run=run)
 
 
+def _up(cluster: StandaloneCluster, args: argparse.Namespace) -> int:
+    """Start the cluster; with --foreground, stay until it stops or we are interrupted (SIGTERM too),
+    then bring it down. The first line printed (flushed) says it is up: a caller can wait on it."""
+    st = None
+    try:
+        st = cluster.up()
+        doc = cluster.status()
+        line = f"cluster up: {st.master_url}, {len(st.workers)} workers, state in {cluster.state_path}"
+        print(json.dumps(doc, indent=2) if args.json else line, flush=True)
+        while args.foreground and cluster.running() is not None:
+            time.sleep(1)  # nothing to wait on but the master's exit or a signal
+    except KeyboardInterrupt:
+        if st is None or not args.foreground:
+            raise
+    finally:
+        if args.foreground:
+            for why in cluster.down().refused:
+                print(f"statebed cluster up: not signalled: {why}", file=sys.stderr)
+    return EXIT_OK
+
+
 def run(args: argparse.Namespace) -> int:
     cluster = StandaloneCluster(args.dir, workers=getattr(args, "workers", 2))
     if args.action == "up":
-        st = cluster.up()
-        doc = cluster.status()
-        print(
-            json.dumps(doc, indent=2)
-            if args.json
-            else f"cluster up: {st.master_url}, {len(st.workers)} workers, state in {cluster.state_path}"
-        )
-        if args.foreground:
-            try:
-                while cluster.running() is not None:
-                    time.sleep(1)
-            except KeyboardInterrupt:
-                pass
-            finally:
-                cluster.down()
-        return EXIT_OK
+        return _up(cluster, args)
     if args.action == "down":
         done = cluster.down()
-        for why in done.refused:  # a stale state file: its PIDs now belong to other processes
-            print(f"statebed cluster down: refused: {why}", file=sys.stderr)
         if args.json:
             print(json.dumps({"stopped": done.pids, "refused": done.refused}))
-        else:
+        elif done.pids or not done.refused:
             print(f"stopped {len(done.pids)} processes" if done.pids else "no cluster running")
+        if done.refused:  # a stale or forged state file: PIDs it does not pin belong to someone else
+            many = f"{len(done.refused)} recorded processes not signalled: " if len(done.refused) > 1 else ""
+            raise UsageError(many + "; ".join(done.refused))
         return EXIT_OK
     doc = cluster.status()
     if args.json:

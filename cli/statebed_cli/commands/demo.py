@@ -8,7 +8,7 @@ stays as an orphan. At the end every partition is rebuilt from storage alone in 
 instance and compared with an oracle recomputed from the inputs. Re-running the command
 on the same checkpoint continues from its commit log, as a restarted job would.
 
-The checkpoint root gets a `demo.json` (format, partitions, rows): demo refuses to write
+The checkpoint root gets a `demo.json` (format, partitions, rows, partitioner): demo refuses to write
 into a non-empty directory without one (a Spark or `statebed run` checkpoint) and to
 continue one with other partitions or rows (the oracle would not hold).
 """
@@ -40,6 +40,8 @@ from statebed_store import (
 from statebed_store.errors import MissingFileError, UsageError
 from statebed_store.inspection import list_checkpoint
 from statebed_store.jsonsafe import loads_strict
+from statebed_store.naming import printable
+from statebed_store.partitioner import DEMO_MARKER, Partitioner
 
 from ..common import EXIT_NEGATIVE, EXIT_OK, add_s3_args, non_negative_int, open_location
 
@@ -70,6 +72,7 @@ def batch_keys(batch: int, rows: int) -> list[bytes]:
 
 
 def partition_of(key: bytes, partitions: int) -> int:
+    """blake2b-32 of the key mod P: demo.json records it as the "blake2b32" partitioner the verifiers check."""
     return int.from_bytes(hashlib.blake2b(key, digest_size=4).digest(), "big") % partitions
 
 
@@ -81,7 +84,7 @@ def apply_counts(provider: StateStoreProvider, base: CheckpointRef, counts: Coun
         return txn.commit()
 
 
-MARKER = "demo.json"
+MARKER = DEMO_MARKER  # the partition check reads its "partitioner" too
 
 
 def claim_checkpoint(storage: Storage, params: dict[str, Any]) -> None:
@@ -110,7 +113,8 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--checkpoint {location}: exists and is not a directory")
     storage = open_location(args, location, create=True)
     parts = args.partitions or 1
-    claim_checkpoint(storage, {"format": args.format, "partitions": parts, "rows": args.rows})
+    partitioner = Partitioner("blake2b32", parts, "bytes").to_json()
+    claim_checkpoint(storage, {"format": args.format, "partitions": parts, "rows": args.rows, "partitioner": partitioner})
     local = Path(tempfile.mkdtemp(prefix="statebed-demo-"))
     try:
         return _run(args, storage, parts, local)
@@ -192,6 +196,6 @@ def _run(args: argparse.Namespace, storage: Storage, parts: int, local: Path) ->
         print(json.dumps(summary, indent=2))
     else:
         for name, value in summary.items():
-            print(f"{name:>24}: {value}")
-        print(f"\nInspect it: statebed ls {storage.url}")
+            print(f"{name:>24}: {printable(value)}")
+        print(f"\nInspect it: statebed ls {printable(storage.url)}")
     return EXIT_OK if not mismatches else EXIT_NEGATIVE

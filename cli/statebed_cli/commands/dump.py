@@ -8,6 +8,8 @@ import sys
 
 from statebed_store.errors import UsageError
 from statebed_store.inspection import dump_state, render_bytes, resolve_target
+from statebed_store.partition_check import checked_items
+from statebed_store.partitioner import checkpoint_partitioning
 from statebed_store.statediff import select_stores, state_at_batch
 
 from ..common import (
@@ -29,7 +31,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         description='One JSON object per key, in key order: {"key": text} when the bytes are printable UTF-8, '
         'else {"key_b64": base64}; likewise value/value_b64. Defaults to the latest committed version. '
         "Without --operator and --partition, every store at --batch (default: the latest), each line "
-        'prefixed with {"operator", "partition", "store"}.',
+        'prefixed with {"operator", "partition", "store"}. A state holding a key that the checkpoint\'s partitioner '
+        "sends to another partition is not served: one error line naming the store, version and keys, exit 2.",
     )
     add_checkpoint_args(p)
     add_store_args(p, required=False)
@@ -54,24 +57,25 @@ def run(args: argparse.Namespace) -> int:
     if args.operator is None and args.partition is None:
         if version is not None:
             raise UsageError("--version needs --operator and --partition (ids differ per store); use --batch for every store")
-        batch = args.batch
+        batch, parts = args.batch, checkpoint_partitioning(storage)
         for store in select_stores(storage, None, None, None):
-            _, items = (
-                state_at_batch(storage, store, batch)
-                if batch is not None
-                else (None, dump_state(storage, store, resolve_target(storage, store, None, None)))
-            )
+            if batch is None:
+                ref = resolve_target(storage, store, None, None)
+                items = dump_state(storage, store, ref)
+            else:
+                ref, items = state_at_batch(storage, store, batch)
             where = {"operator": store.operator, "partition": store.partition, "store": store.store_name}
-            for key, value in items:
+            for key, value in checked_items(storage, store, ref, items, parts.get(store)):  # nothing served when misplaced
                 out.write(_line(key, value, where))
         return EXIT_OK
     if args.operator is None or args.partition is None:
         raise UsageError("--operator and --partition go together (or omit both for every store)")
     store = store_from_args(args)
     if args.batch is not None:
-        _, items = state_at_batch(storage, store, args.batch)
+        ref, items = state_at_batch(storage, store, args.batch)
     else:
-        items = dump_state(storage, store, resolve_target(storage, store, version, checkpoint_id))
-    for key, value in items:
+        ref = resolve_target(storage, store, version, checkpoint_id)
+        items = dump_state(storage, store, ref)
+    for key, value in checked_items(storage, store, ref, items, checkpoint_partitioning(storage).get(store)):
         out.write(_line(key, value))
     return EXIT_OK

@@ -16,9 +16,10 @@ import time
 from pathlib import Path
 
 from statebed_chaos.experiment import load_experiment
+from statebed_chaos.limits import MAX_DURATION_S, MAX_SIZES
 from statebed_load.run import KEYS, SHAPES, LoadOptions, run_load
 
-from ..common import non_negative_int
+from ..common import bounded_int, duration_arg, non_negative_int
 from .run import positive_float, positive_int
 
 
@@ -27,23 +28,30 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     load_sub = p.add_subparsers(dest="load_command", metavar="SUBCOMMAND", required=True)
     d = LoadOptions()
     r = load_sub.add_parser("run", help="one load run", description=__doc__)
-    r.add_argument("--users", type=positive_int, default=d.users, help=f"peak Locust users (default: {d.users})")
+    r.add_argument("--users", type=bounded_int(MAX_SIZES["users"]), default=d.users, help=f"peak Locust users (default: {d.users})")
     r.add_argument("--spawn-rate", type=positive_float, default=d.spawn_rate, help=f"users started per second (default: {d.spawn_rate:g})")
-    r.add_argument("--duration", type=positive_float, default=d.duration_s, help=f"seconds of load (default: {d.duration_s:g})")
+    r.add_argument(
+        "--duration",
+        type=duration_arg(MAX_DURATION_S),
+        default=d.duration_s,
+        help=f"how long the load runs: 30, 30s, 2m, 1h30m (default: {d.duration_s:g} s)",
+    )
     r.add_argument("--shape", choices=SHAPES, default=d.shape, help="users over time (default: steady)")
     r.add_argument("--keys", choices=KEYS, default=d.keys, help="key distribution (default: uniform)")
-    r.add_argument("--keyspace", type=positive_int, default=d.keyspace, help=f"distinct keys (default: {d.keyspace})")
+    r.add_argument("--keyspace", type=bounded_int(MAX_SIZES["keyspace"]), default=d.keyspace, help=f"distinct keys (default: {d.keyspace})")
     r.add_argument("--batch-size", type=positive_int, default=d.batch_size, help=f"events per request (default: {d.batch_size})")
     r.add_argument("--format", choices=("v1", "v2", "native"), default=None, help="the job's store (default: the experiment's, else v2)")
-    r.add_argument("--partitions", type=positive_int, default=d.partitions, help=f"state partitions (default: {d.partitions})")
+    r.add_argument(
+        "--partitions", type=bounded_int(MAX_SIZES["partitions"]), default=d.partitions, help=f"state partitions (default: {d.partitions})"
+    )
     r.add_argument("--trigger-ms", type=positive_int, default=d.trigger_ms, help=f"a micro-batch every MS (default: {d.trigger_ms})")
     r.add_argument("--experiment", default=None, help="a chaos experiment file: its workload, cluster, storage and faults")
     r.add_argument(
         "--kill-ingest-at",
-        type=positive_float,
+        type=duration_arg(MAX_DURATION_S),
         default=None,
         metavar="S",
-        help="SIGKILL the ingest service S seconds into the load, restart it",
+        help="SIGKILL the ingest service S (30, 30s, 2m) into the load, restart it",
     )
     r.add_argument("--seed", type=non_negative_int, default=None, help="seed of the users' draws and the faults (default: drawn)")
     r.add_argument("--out", type=Path, default=None, help="the run directory (default: runs/load/<time>-<format>)")

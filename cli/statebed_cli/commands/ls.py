@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from statebed_store.inspection import list_checkpoint
+from statebed_store.naming import printable
 from statebed_store.rebuild import rebuildability
 
 from ..common import EXIT_OK, add_checkpoint_args, emit_json, open_checkpoint
@@ -40,14 +41,16 @@ def _spans(spans: list[list[int]]) -> str:
 def _rebuildable(args: argparse.Namespace) -> int:
     doc = rebuildability(open_checkpoint(args))
     for note in doc["notes"]:
-        print(f"statebed ls: note: {note}", file=sys.stderr)
+        print(f"statebed ls: note: {printable(note)}", file=sys.stderr)
     if args.json:
         emit_json(doc)
         return EXIT_OK
-    print(f"{doc['checkpoint']}: committed batches {_spans(doc['committed'])}; rebuildable in every store: {_spans(doc['rebuildable'])}")
+    print(
+        f"{printable(doc['checkpoint'])}: committed batches {_spans(doc['committed'])}; rebuildable in every store: {_spans(doc['rebuildable'])}"
+    )
     for s in doc["stores"]:
         bad = s["firstUnrebuildable"]
-        why = f"; batch {bad['batch']} cannot: {bad['reason']}" if bad else ""
+        why = f"; batch {bad['batch']} cannot: {printable(bad['reason'])}" if bad else ""
         print(f"  operator {s['operator']} partition {s['partition']} store {s['store']}: batches {_spans(s['rebuildable'])}{why}")
     return EXIT_OK
 
@@ -58,19 +61,19 @@ def run(args: argparse.Namespace) -> int:
     storage = open_checkpoint(args)
     doc = list_checkpoint(storage)
     for note in doc["notes"]:
-        print(f"statebed ls: note: {note}", file=sys.stderr)
+        print(f"statebed ls: note: {printable(note)}", file=sys.stderr)
     if args.json:
         emit_json(doc)
         return EXIT_OK
     c = doc["commits"]
-    print(f"{doc['checkpoint']}: format {doc['format']}, {c['count']} commits, latest batch {c['latestBatch']}")
+    print(f"{printable(doc['checkpoint'])}: format {doc['format']}, {c['count']} commits, latest batch {c['latestBatch']}")
     for s in doc["stores"]:
-        print(f"\noperator {s['operator']} partition {s['partition']} store {s['store']} ({s['dir']})")
+        print(f"\noperator {s['operator']} partition {s['partition']} store {printable(s['store'])} ({printable(s['dir'])})")
         print(f"  {'version':>8}  {'id':<8}  {'commit':<6}  {'files':<14}  lineage")
         for v in s["versions"]:
             for e in v["ids"]:
                 files = "+".join(k for k in ("changelog", "snapshot") if e[k])
-                lineage = e.get("error") or ",".join(f"{x['version']}:{_short(x['id'])}" for x in (e["lineage"] or []))
+                lineage = printable(e.get("error") or "") or ",".join(f"{x['version']}:{_short(x['id'])}" for x in (e["lineage"] or []))
                 mark = "yes" if e["committed"] else ""
                 print(f"  {v['version']:>8}  {_short(e['id']):<8}  {mark:<6}  {files:<14}  {lineage}")
     return EXIT_OK

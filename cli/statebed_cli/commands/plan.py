@@ -8,6 +8,7 @@ import sys
 from statebed_store import CheckpointRef, StoreFiles
 from statebed_store.errors import UsageError
 from statebed_store.inspection import plan_json
+from statebed_store.naming import printable
 from statebed_store.plan import loadable_plan
 
 from ..common import (
@@ -46,16 +47,16 @@ def run(args: argparse.Namespace) -> int:
     plan, passed_over = loadable_plan(files, target)
     doc = plan_json(files, plan)
     for err in passed_over:
-        print(f"statebed plan: note: planned around an unusable snapshot: {err}", file=sys.stderr)
+        print(f"statebed plan: note: planned around an unusable snapshot: {printable(err)}", file=sys.stderr)
     if args.json:
         emit_json(doc)
         return EXIT_OK
-    print(f"plan for {plan.target} of {store} in {storage.url}")
+    print(f"plan for {plan.target} of {store} in {printable(storage.url)}")
     rows = ([("snapshot", doc["snapshot"])] if doc["snapshot"] else []) + [("changelog", c) for c in doc["changelogs"]]
     if not rows:
         print("  (empty state: version 0)")
     for kind, f in rows:
-        print(f"  {kind:<9} {f['version']:>8}  {f['id'] or '-':<36}  {f['file']}")
+        print(f"  {kind:<9} {f['version']:>8}  {f['id'] or '-':<36}  {printable(f['file'])}")
     return EXIT_OK
 
 

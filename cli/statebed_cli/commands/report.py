@@ -2,8 +2,9 @@
 or a chaos matrix (opened with no network: plotly.js, styles and data are inline).
 
 Exit codes: 0 the report was written (also for a run still in progress: the report says so);
-2 unusable input: no such directory, a directory that is not statebed's, or a finished run or
-matrix missing a file it must have (one line naming the file).
+2 unusable input: an -o that exists and is not a regular file (a device, FIFO, socket,
+directory or symlink is never replaced), no such directory, a directory that is not
+statebed's, or a finished run or matrix missing a file it must have (one line naming the file).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from statebed_chaos.verify import Composite
 from statebed_report import write_report
 from statebed_store.log import get_logger
 
-from ..common import EXIT_OK
+from ..common import EXIT_OK, output_file
 
 log = get_logger("report")
 
@@ -29,7 +30,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
 
 
 def run(args: argparse.Namespace) -> int:
-    print(write_report(args.directory, args.output))
+    print(write_report(args.directory, output_file(args.output, "-o")))
     return EXIT_OK
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from statebed_model.rewind import plan_rewind, recover, undo
+from statebed_model.rewind import lock, plan_rewind, recover, undo
 from statebed_model.rewind_journal import Journal
 from statebed_store.errors import UsageError
 
@@ -20,7 +20,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         "directory's input/staged/output files after K) into CKPT/_rewind/<UTC time>/files/, so the next start "
         "runs batch K+1 on the state batch K committed. Refuses, naming the file, when some store cannot load "
         "batch K. A journal is written before the first move; an interrupted rewind or undo is finished by the "
-        "next `statebed rewind`. --undo moves the files of the last rewind back.",
+        "next `statebed rewind`. --undo moves the files of the last rewind back. A rewind or undo holds the "
+        "checkpoint's lock (CKPT/.statebed-lock): a second one is refused, naming the holder, while it runs.",
     )
     p.add_argument("checkpoint", metavar="CKPT", help="a local run directory, Spark checkpoint or statebed checkpoint")
     what = p.add_mutually_exclusive_group(required=True)
@@ -36,8 +37,19 @@ def _moves_text(j: Journal, back: bool) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
+    """A dry run reads only; anything that moves a file holds the checkpoint's lock (exit 2 while another holds it)."""
     if args.undo and args.dry_run:
         raise UsageError("--undo does not take --dry-run")
+    if args.dry_run:
+        return _rewind(args)
+    with lock(args.checkpoint, "rewind --undo" if args.undo else f"rewind --to-batch {args.to_batch}") as held:
+        if held.previous is not None:
+            gone = "which is no longer running" if not held.previous.running() else "which no longer held it"
+            print(f"statebed rewind: note: took over the lock left by {held.previous.describe()}, {gone}", file=sys.stderr)
+        return _rewind(args)
+
+
+def _rewind(args: argparse.Namespace) -> int:
     recovered = None if args.dry_run else recover(args.checkpoint)
     if recovered is not None:
         how = "completed" if recovered.status == "done" else "undid"

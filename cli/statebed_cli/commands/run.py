@@ -11,6 +11,7 @@ import argparse
 import json
 import os
 
+from statebed_chaos.limits import MAX_DURATION_S
 from statebed_chaos.verify import EXIT_CODES, merge_verdicts, summarise, verify_run
 from statebed_job.config import JobOptions
 from statebed_job.runner import run_job
@@ -19,7 +20,7 @@ from statebed_model.workloads import WORKLOADS
 from statebed_store import S3Settings, failpoints
 from statebed_store.errors import UsageError
 
-from ..common import non_negative_int
+from ..common import duration_arg, non_negative_int
 from .report import default_report
 from .verify import VERDICT
 
@@ -83,7 +84,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     cont = p.add_argument_group(
         "continuous ingest (--source ingest): batches over what keeps landing until one condition holds, then drain"
     )
-    cont.add_argument("--duration", type=positive_float, default=None, metavar="S", help="stop after S seconds")
+    cont.add_argument("--duration", type=duration_arg(MAX_DURATION_S), default=None, metavar="S", help="stop after S: 30, 30s, 2m, 1h30m")
     cont.add_argument("--until-records", type=positive_int, default=None, metavar="N", help="stop once N records are committed")
     cont.add_argument("--stop-file", default=None, metavar="PATH", help="stop once PATH exists")
     cont.add_argument(

@@ -13,6 +13,7 @@ from typing import Any
 
 from statebed_chaos.verify import EXIT_CODES, CheckCrashed, LineageReport, Report, StateReport, check_safe, verify_lineage, verify_state
 from statebed_store import S3Settings
+from statebed_store.naming import printable
 
 from ..common import add_checkpoint_args, emit_json, open_checkpoint
 
@@ -55,11 +56,11 @@ def _check(args: argparse.Namespace, label: str, check: Callable[[], Report], hu
     if args.json:
         emit_json(report.to_json())
     elif isinstance(report, CheckCrashed):
-        print(f"statebed verify {label}: UNKNOWN ({report.error})")
+        print(f"statebed verify {printable(label)}: UNKNOWN ({printable(report.error)})")
     else:
         human(report)
         for note in report.notes:
-            print(f"  note: {note}")
+            print(f"  note: {printable(note)}")
     return EXIT_CODES[report.valid]
 
 
@@ -69,7 +70,7 @@ def run_lineage(args: argparse.Namespace) -> int:
     def human(report: LineageReport) -> None:
         c = report.checked
         print(
-            f"{storage.url}: {VERDICT[report.valid]} — format {report.format}; checked {c['operators']} operator(s), "
+            f"{printable(storage.url)}: {VERDICT[report.valid]} — format {report.format}; checked {c['operators']} operator(s), "
             f"{c['partitions']} partition(s), {c['versions']} version(s); {len(report.anomalies)} anomalies, "
             f"{len(report.orphans)} orphan checkpoint(s)"
         )
@@ -79,9 +80,9 @@ def run_lineage(args: argparse.Namespace) -> int:
             op = "-" if a.operator is None else a.operator
             part = "-" if a.partition is None else a.partition
             version = "-" if a.version is None else a.version
-            print(f"  {a.kind:<19} {op:>3} {part:>4} {version:>7}  {a.detail}")
+            print(f"  {a.kind:<19} {op:>3} {part:>4} {version:>7}  {printable(a.detail)}")
             for f in a.files[:3]:
-                print(f"  {'':<36} {f}")
+                print(f"  {'':<36} {printable(f)}")
 
     return _check(args, f"lineage {storage.url}", lambda: verify_lineage(storage, all_versions=args.all_versions), human)
 
@@ -92,11 +93,11 @@ def run_state(args: argparse.Namespace) -> int:
     def human(report: StateReport) -> None:
         c = report.checked
         print(
-            f"{args.run_dir}: {VERDICT[report.valid]} — workload {report.workload} ({report.mode}); {c['batches']} committed batch(es), "
+            f"{printable(args.run_dir)}: {VERDICT[report.valid]} — workload {report.workload} ({report.mode}); {c['batches']} committed batch(es), "
             f"{c['records']} record(s), {c['partitions']} partition(s), {c['state_entries']} state entries; {len(report.anomalies)} anomalies"
         )
         for a in report.anomalies:
-            print(f"  {a.kind:<24} {a.detail}")
+            print(f"  {a.kind:<24} {printable(a.detail)}")
 
     return _check(args, f"state {args.run_dir}", lambda: verify_state(args.run_dir, s3), human)
 

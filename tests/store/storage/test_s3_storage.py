@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+import logging
 import socket
 import threading
-import time
 import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -94,33 +94,47 @@ def closed_port() -> int:
         return int(s.getsockname()[1])
 
 
-def test_unreachable_endpoint_fails_fast_naming_it() -> None:
+def test_unreachable_endpoint_fails_after_the_bounded_retries_naming_it(caplog: pytest.LogCaptureFixture) -> None:
+    """Each call gives up after exactly `retries` retries (counted by the storage and logged),
+    then fails naming the endpoint and the file: the bound is the retry count, not a clock."""
     endpoint = f"http://127.0.0.1:{closed_port()}"
-    st = S3Storage("s3://bucket/prefix", S3Settings(endpoint, "k", "s", conditional_put="on"))
+    settings = S3Settings(endpoint, "k", "s", conditional_put="on")
+    stores = {what: S3Storage("s3://bucket/prefix", settings) for what in ("read", "write", "list", "exists", "delete")}
     calls: dict[str, Callable[[], object]] = {
-        "read": lambda: st.read("state/0/0/1_a.changelog"),
-        "write": lambda: st.write("state/0/0/1_a.changelog", b"x", create_only=True),
-        "list": lambda: st.list("state/0/0"),
-        "exists": lambda: st.exists("commits/0"),
-        "delete": lambda: st.delete(["commits/0"]),
-        "create bucket": lambda: S3Storage("s3://bucket/p", S3Settings(endpoint, "k", "s"), create_bucket=True),
+        "read": lambda: stores["read"].read("state/0/0/1_a.changelog"),
+        "write": lambda: stores["write"].write("state/0/0/1_a.changelog", b"x", create_only=True),
+        "list": lambda: stores["list"].list("state/0/0"),
+        "exists": lambda: stores["exists"].exists("commits/0"),
+        "delete": lambda: stores["delete"].delete(["commits/0"]),
+        "create bucket": lambda: S3Storage("s3://bucket/p", settings, create_bucket=True),
     }
 
-    def timed(call: Callable[[], object]) -> tuple[float, BaseException | None]:
-        t0 = time.monotonic()
+    def outcome(call: Callable[[], object]) -> BaseException | None:
         try:
             call()
         except BaseException as e:
-            return time.monotonic() - t0, e
-        return time.monotonic() - t0, None
+            return e
+        return None
 
-    with ThreadPoolExecutor(len(calls)) as pool:  # concurrently: each call retries for ~1 s
-        outcomes = dict(zip(calls, pool.map(timed, calls.values())))
-    for what, (seconds, error) in outcomes.items():
+    caplog.set_level(logging.INFO, logger="statebed.storage.s3")
+    with ThreadPoolExecutor(len(calls)) as pool:  # concurrently: each call backs off for a few seconds
+        errors = dict(zip(calls, pool.map(outcome, calls.values())))
+    for what, error in errors.items():
         assert isinstance(error, StorageUnavailableError), (what, error)
-        assert seconds < 10, (what, seconds)
         assert endpoint in str(error), (what, str(error))
         assert "s3://bucket/p" in str(error), (what, str(error))
+    assert {what: st.retries for what, st in stores.items()} == dict.fromkeys(stores, settings.retries)
+    logged = [r for r in caplog.records if r.getMessage().startswith("S3 request retried")]
+    assert len(logged) == settings.retries * len(calls)  # the create-bucket call's retries too
+
+
+def test_no_retry_starts_after_the_deadline() -> None:
+    """With a deadline shorter than the backoff, the retries stop before their count runs out."""
+    settings = S3Settings(f"http://127.0.0.1:{closed_port()}", "k", "s", conditional_put="on", retries=20, deadline_s=0.3)
+    st = S3Storage("s3://bucket/prefix", settings)
+    with pytest.raises(StorageUnavailableError):
+        st.read("commits/0")
+    assert 0 < st.retries < settings.retries  # retried at once, then the first backoff ran past the deadline
 
 
 def test_missing_bucket_and_bad_credentials(s3_server: S3Server) -> None:

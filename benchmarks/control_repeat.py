@@ -1,0 +1,113 @@
+"""Run each V1 positive control many times in a row: a control that sometimes passes is not a
+control (issue 24 #18). Outside `make test`: each repetition is a real Spark run.
+
+Controls: the pytest tests asserting a V1 experiment is caught, and the example experiments
+whose comment says "Expected: invalid". A repetition counts as caught only when the test
+passed (it asserts the fault fired and the verdict is false) or the experiment's verdict is
+false with its fault fired; anything else is listed with its reason.
+`--lock FILE` runs each repetition under `flock FILE` (one Spark at a time on a shared machine).
+
+    python benchmarks/control_repeat.py [--controls a,b] [--repeats 20] [--lock /tmp/statebed-spark.lock]
+        [--jsonl FILE] [--workdir DIR] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+TESTS = {
+    "zombie-upload-v1-test": "tests/chaos/test_failpoint_faults.py::test_zombie_upload_v1_is_caught",
+}
+EXPERIMENTS = {
+    "zombie-upload-v1-example": "examples/experiments/zombie-upload-sample3-v1.yaml",
+    "zombie-upload-snapshot-v1-example": "examples/experiments/zombie-upload-snapshot-sample3-v1.yaml",
+    "rewind-reprocess-v1-example": "examples/experiments/rewind-reprocess-sample3-v1.yaml",
+}
+
+
+def arguments(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="benchmarks/control_repeat.py", description=__doc__.split("\n\n")[0])
+    p.add_argument("--controls", default=",".join(TESTS), help=f"comma-separated, of: {', '.join([*TESTS, *EXPERIMENTS])}")
+    p.add_argument("--repeats", type=int, default=20)
+    p.add_argument("--lock", default=None, help="run each repetition under `flock LOCK`")
+    p.add_argument("--jsonl", type=Path, default=None, help="append one JSON line per repetition to this file")
+    p.add_argument("--workdir", type=Path, default=None, help="where experiment runs go (default: a temp dir, kept)")
+    p.add_argument("--json", action="store_true", help="print the summary as one JSON object on stdout")
+    return p.parse_args(argv)
+
+
+def _locked(args: argparse.Namespace, cmd: list[str]) -> list[str]:
+    return ["flock", args.lock, *cmd] if args.lock else cmd
+
+
+def run_test(args: argparse.Namespace, test: str, out: Path) -> dict[str, Any]:
+    """One pytest run of `test`; its tmp_path under `out` (kept: pytest's own keeps three sessions)."""
+    cmd = _locked(args, [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-x", f"--basetemp={out}", test])
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("E ") or " passed" in ln or " failed" in ln]
+    return {"caught": proc.returncode == 0, "why": " | ".join(lines[-3:])[:400]}
+
+
+def run_experiment(args: argparse.Namespace, path: str, out: Path) -> dict[str, Any]:
+    cmd = _locked(args, [sys.executable, "-m", "statebed_cli.main", "chaos", "run", str(ROOT / path), "--out", str(out), "--json"])
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
+    verdict_path = out / "verdict.json"
+    if not verdict_path.is_file():
+        return {"caught": False, "why": f"no verdict (exit {proc.returncode}): {proc.stderr.strip()[-300:]}"}
+    v = json.loads(verdict_path.read_text())
+    fired = all(f.get("fired") is True for f in v.get("faults", []))
+    kinds = sorted({a.get("kind") for a in v.get("anomalies", [])})
+    return {"caught": v.get("valid") is False and fired, "why": f"valid {v.get('valid')}, fired {fired}, anomalies {kinds}"[:400]}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = arguments(argv)
+    names = [n for n in args.controls.split(",") if n]
+    unknown = [n for n in names if n not in TESTS and n not in EXPERIMENTS]
+    if unknown:
+        raise SystemExit(f"--controls: unknown control(s) {', '.join(unknown)} (known: {', '.join([*TESTS, *EXPERIMENTS])})")
+    work = args.workdir or Path(tempfile.mkdtemp(prefix="control-repeat-"))
+    work.mkdir(parents=True, exist_ok=True)
+    summary = []
+    for name in names:
+        caught = 0
+        misses = []
+        for i in range(1, args.repeats + 1):
+            t0 = time.monotonic()
+            out = work / f"{name}-{i}"
+            got = run_test(args, TESTS[name], out) if name in TESTS else run_experiment(args, EXPERIMENTS[name], out)
+            row = {"control": name, "repeat": i, "seconds": round(time.monotonic() - t0, 1), **got}
+            caught += bool(got["caught"])
+            if not got["caught"]:
+                misses.append(f"#{i}: {got['why']}")
+            print(
+                f"{name} #{i}: {'caught' if got['caught'] else 'NOT caught'} ({row['seconds']} s) {got['why'][:200]}",
+                file=sys.stderr,
+                flush=True,
+            )
+            if args.jsonl:
+                with open(args.jsonl, "a") as f:
+                    f.write(json.dumps(row) + "\n")
+        summary.append({"control": name, "caught": caught, "repeats": args.repeats, "misses": misses})
+    if args.json:
+        print(json.dumps({"benchmark": "control_repeat", "controls": summary}, indent=2))
+    else:
+        print("| control | caught / repeats |\n|---|---|")
+        for s in summary:
+            print(f"| {s['control']} | {s['caught']} / {s['repeats']} |")
+        for s in summary:
+            for m in s["misses"]:
+                print(f"  {s['control']} miss {m}")
+    return 0 if all(s["caught"] == s["repeats"] for s in summary) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

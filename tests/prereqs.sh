@@ -1,0 +1,45 @@
+#!/bin/sh
+# What `make test` needs that pip cannot install, checked before anything starts: a missing
+# one is ONE line naming it and the Debian package that provides it, never a failure minutes
+# into the suite. Silent and exit 0 when everything is there.
+#
+#   tests/prereqs.sh PYTHON VENV_DIR
+#
+# - Python 3.11+ (pyspark 4.3 requires it), with its venv module when VENV_DIR does not exist
+#   yet (Debian ships it separately: python3-venv);
+# - Java 17+ (Spark's JVM: $JAVA_HOME/bin/java when JAVA_HOME is set, else java on PATH,
+#   as pyspark looks for it);
+# - Chromium (tests/report/ drive the reports in headless Chromium; they fail, never skip).
+# `make` itself is the fourth; SeaweedFS, Helm and Locust come from PyPI.
+py=${1:-python3}
+venv=${2:-.venv}
+missing=""
+
+add() {
+    missing="${missing:+$missing; }$1"
+}
+
+if ! "$py" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
+    add "Python 3.11+ as '$py' (apt-get install python3, or make test PYTHON=/path/to/python3.11)"
+elif [ ! -x "$venv/bin/python" ] && ! "$py" -c 'import ensurepip, venv' 2>/dev/null; then
+    add "Python's venv module (apt-get install python3-venv)"
+fi
+
+java=java
+[ -n "${JAVA_HOME:-}" ] && java="$JAVA_HOME/bin/java"
+version=$("$java" -version 2>&1) || version=""
+version=${version#*version \"}  # openjdk version "17.0.15" 2025-04-15 -> 17.0.15" ...
+major=${version%%[!0-9]*}
+[ "$major" = 1 ] && major=8  # "1.8.0_402": Java 8
+if [ -z "$major" ] || [ "$major" -lt 17 ]; then
+    add "Java 17+ as '$java' (apt-get install openjdk-17-jre-headless)"
+fi
+
+if ! command -v chromium >/dev/null 2>&1; then
+    add "chromium (apt-get install chromium)"
+fi
+
+if [ -n "$missing" ]; then
+    echo "make test needs: $missing" >&2
+    exit 1
+fi
