@@ -8,9 +8,7 @@ many committed batches' plans share it. Loaded state (`dump`) is checked as a wh
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Iterable
-from pathlib import Path
 
 import numpy as np
 
@@ -20,10 +18,9 @@ from .lineage import CheckpointRef
 from .naming import CHANGELOG, SNAPSHOT, StoreId
 from .partitioner import Keys, Partitioner, check_keys
 from .plan import LoadPlan
-from .snapshot import ImmutableFile
 from .storage.base import Storage
 from .store_files import StoreFiles
-from .unpack import open_snapshot, unpack_snapshot
+from .unpack import throwaway_snapshot
 
 __all__ = ["check_file", "check_plan_keys", "checked_items"]
 
@@ -61,21 +58,8 @@ def _equal_width_keys(payload: bytes, start: int, typed: bool) -> np.ndarray | N
 
 def _snapshot_keys(files: StoreFiles, snap: CheckpointRef) -> list[bytes]:
     """Every key of a snapshot, opened in a throwaway directory (no provider, no local cache, no fsync)."""
-    with tempfile.TemporaryDirectory(prefix="statebed-keys-") as tmp:
-        db_dir, got = Path(tmp) / "db", Path(tmp) / "files"
-        db_dir.mkdir()
-        got.mkdir()
-
-        def fetch(f: ImmutableFile, sub: str) -> Path:
-            local = got / f.dfs
-            local.write_bytes(files.read_immutable(f, sub))
-            return local
-
-        engine = open_snapshot(files, snap, db_dir, unpack_snapshot(files, snap, db_dir, fetch))
-        try:
-            return list(engine.db.keys())  # type: ignore[arg-type]  # raw mode: bytes; entries checked on open (CRC32C or a full read)
-        finally:
-            engine.close()
+    with throwaway_snapshot(files, snap, "statebed-keys-") as engine:
+        return list(engine.db.keys())  # type: ignore[arg-type]  # raw mode: bytes; entries checked on open (CRC32C or a full read)
 
 
 def check_file(files: StoreFiles, partitioner: Partitioner, ref: CheckpointRef, kind: str) -> MisplacedKeyError | None:

@@ -10,9 +10,10 @@ every entry: RocksDB reports a damaged block only to the reader that meets it.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from .engine import RocksEngine
@@ -23,7 +24,7 @@ from .naming import LOGS_DIR, SNAPSHOT, SST_DIR
 from .snapshot import ImmutableFile, SnapshotMetadata, check_identity, read_zip
 from .store_files import StoreFiles
 
-__all__ = ["Fetch", "check_listed", "check_snapshot", "open_snapshot", "unpack_snapshot"]
+__all__ = ["Fetch", "check_listed", "check_snapshot", "open_snapshot", "throwaway_snapshot", "unpack_snapshot"]
 
 Fetch = Callable[[ImmutableFile, str], Path]  # (file, subdir) -> a local copy checked by `StoreFiles.read_immutable`
 
@@ -96,7 +97,15 @@ def _contents(files: StoreFiles, f: ImmutableFile, sub: str) -> None:
 
 def _scan(files: StoreFiles, snap: CheckpointRef) -> None:
     """Open `snap` in a throwaway directory and read every entry (SSTs without recorded checksums)."""
-    with tempfile.TemporaryDirectory(prefix="statebed-check-") as tmp:
+    with throwaway_snapshot(files, snap, "statebed-check-"):
+        pass
+
+
+@contextlib.contextmanager
+def throwaway_snapshot(files: StoreFiles, snap: CheckpointRef, prefix: str) -> Iterator[RocksEngine]:
+    """`snap` opened in a temporary directory (no provider, no local cache), removed afterwards;
+    opening checks every entry (CRC32C, or a full read where none is recorded)."""
+    with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
         db_dir, got = Path(tmp) / "db", Path(tmp) / "files"
         db_dir.mkdir()
         got.mkdir()
@@ -106,5 +115,8 @@ def _scan(files: StoreFiles, snap: CheckpointRef) -> None:
             local.write_bytes(files.read_immutable(f, sub))
             return local
 
-        meta = unpack_snapshot(files, snap, db_dir, fetch)
-        open_snapshot(files, snap, db_dir, meta).close()
+        engine = open_snapshot(files, snap, db_dir, unpack_snapshot(files, snap, db_dir, fetch))
+        try:
+            yield engine
+        finally:
+            engine.close()
