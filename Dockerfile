@@ -40,6 +40,7 @@ RUN set -eux; \
 COPY pyproject.toml README.md /opt/statebed/src/
 COPY store /opt/statebed/src/store
 COPY model /opt/statebed/src/model
+COPY verify /opt/statebed/src/verify
 COPY job /opt/statebed/src/job
 COPY chaos /opt/statebed/src/chaos
 COPY loadtests /opt/statebed/src/loadtests

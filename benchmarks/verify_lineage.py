@@ -24,8 +24,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import benchlib
 
-from statebed_chaos.verify import verify_lineage
 from statebed_store import CommitLog, SnapshotUploader, StateStoreProvider, Storage, StoreId, StoreOptions
+from statebed_verify import verify_lineage
 
 NAME = "verify_lineage"
 GOAL_RATIO = 5.0  # verify / read every file once

@@ -1,7 +1,8 @@
-"""Dependencies point one way: store <- model <- job <- chaos <- load <- report <- cli (every import, parsed with ast).
+"""Dependencies point one way: store <- model <- verify <- job <- chaos <- load <- report <- cli (every import, parsed with ast).
 
 store imports none of the others; model imports only store (and never pyspark: it is
-Spark-free); job never imports chaos or above; chaos never imports load, report or cli;
+Spark-free); verify (the judge: verifiers, history, attempts check) imports only store and model,
+never pyspark, so a verdict needs no JVM; job never imports chaos or above; chaos never imports load, report or cli;
 load (the ingest service, Locust, `load run`) never imports report or cli; report reads the
 records of runs, matrices and load runs and never imports cli. Imports inside
 functions count too: a lazy import is still a dependency.
@@ -18,6 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = {
     "statebed_store": "store/statebed_store",
     "statebed_model": "model/statebed_model",
+    "statebed_verify": "verify/statebed_verify",
     "statebed_job": "job/statebed_job",
     "statebed_chaos": "chaos/statebed_chaos",
     "statebed_load": "loadtests/statebed_load",
@@ -25,8 +27,26 @@ PACKAGES = {
     "statebed_cli": "cli/statebed_cli",
 }
 FORBIDDEN = {
-    "statebed_store": {"statebed_model", "statebed_job", "statebed_chaos", "statebed_load", "statebed_report", "statebed_cli"},
-    "statebed_model": {"statebed_job", "statebed_chaos", "statebed_load", "statebed_report", "statebed_cli", "pyspark", "py4j"},
+    "statebed_store": {
+        "statebed_model",
+        "statebed_verify",
+        "statebed_job",
+        "statebed_chaos",
+        "statebed_load",
+        "statebed_report",
+        "statebed_cli",
+    },
+    "statebed_model": {
+        "statebed_verify",
+        "statebed_job",
+        "statebed_chaos",
+        "statebed_load",
+        "statebed_report",
+        "statebed_cli",
+        "pyspark",
+        "py4j",
+    },
+    "statebed_verify": {"statebed_job", "statebed_chaos", "statebed_load", "statebed_report", "statebed_cli", "pyspark", "py4j"},
     "statebed_job": {"statebed_chaos", "statebed_load", "statebed_report", "statebed_cli"},
     "statebed_chaos": {"statebed_load", "statebed_report", "statebed_cli"},
     "statebed_load": {"statebed_report", "statebed_cli"},
@@ -63,3 +83,10 @@ def test_dependencies_point_one_way(package: str) -> None:
 def test_the_check_sees_lazy_imports() -> None:
     tree = ast.parse("def f():\n    from statebed_cli.main import main\n    import pyspark.sql\n")
     assert imported(tree) == [(2, "statebed_cli"), (3, "pyspark")]
+
+
+def test_every_package_of_the_tree_has_a_place_in_the_order_and_ships_py_typed() -> None:
+    """A new statebed_* package cannot escape the rule, and type information ships with each one."""
+    found = {d.name: str(d.relative_to(ROOT)) for d in ROOT.glob("*/statebed_*") if (d / "__init__.py").is_file()}
+    assert found == PACKAGES
+    assert [p for p in PACKAGES.values() if not (ROOT / p / "py.typed").is_file()] == []

@@ -11,9 +11,9 @@ from typing import Any
 
 from statebed_model.rundir import RunDir
 from statebed_model.workloads import get_workload
+from statebed_verify.state import final_state
 
 from .experiment import Experiment
-from .verify.state import final_state
 
 __all__ = ["Baseline", "baseline_key", "compare_views", "state_view"]
 

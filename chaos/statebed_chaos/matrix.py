@@ -23,15 +23,15 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from statebed_store.errors import StatebedError
+from statebed_verify import Verdict
+from statebed_verify.history import read_history
+from statebed_verify.result import is_store_anomaly
 
 from .baseline import baseline_key
 from .experiment import Experiment, load_experiment
-from .history import read_history
 from .matrix_presets import FORMATS, NONDETERMINISTIC, Cell, Skipped
 from .observed import observed_counts
 from .runner import ExperimentResult, run_experiment
-from .verify import Verdict
-from .verify.result import is_store_anomaly
 
 __all__ = ["CellRun", "MatrixResult", "RunCell", "run_experiment_cell", "run_matrix"]
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 
-from .history import Op
+from statebed_verify.history import Op
 
 __all__ = ["observed_counts"]
 

@@ -32,19 +32,19 @@ from statebed_store import S3Settings
 from statebed_store.errors import StatebedError
 from statebed_store.failpoint_control import Control
 from statebed_store.failpoints import CONTROL_ENV
+from statebed_verify import EXIT_CODES, Verdict, merge_verdicts, summarise, verify_run
+from statebed_verify.attempts_check import check_attempts
+from statebed_verify.history import History, Outcome
+from statebed_verify.history_build import add_run_ops
 
-from .attempts_check import check_attempts
 from .baseline import Baseline, baseline_key, compare_views, state_view
 from .driver_process import DriverExit, DriverProcess, python_env
 from .experiment import Experiment
 from .faults import FaultContext, FaultSpec, fault_class
-from .history import History, Outcome
-from .history_build import add_run_ops
 from .k8s_backend import K8sSettings, k8s_storage, k8s_targets
 from .nemesis import Nemesis
 from .schedule import realise
 from .targets.local import LocalTargets
-from .verify import EXIT_CODES, Verdict, merge_verdicts, summarise, verify_run
 
 __all__ = ["ExperimentResult", "run_experiment"]
 

@@ -35,11 +35,9 @@ from typing import Any
 from statebed_chaos.driver_process import DriverProcess, python_env
 from statebed_chaos.experiment import Experiment
 from statebed_chaos.faults import FaultContext, fault_class
-from statebed_chaos.history import History
 from statebed_chaos.nemesis import Nemesis
 from statebed_chaos.schedule import realise
 from statebed_chaos.targets.local import LocalTargets
-from statebed_chaos.verify import Verdict, merge_verdicts, summarise, verify_run
 from statebed_job.procs import ProcessIdentity, stop_all, track
 from statebed_model.rundir import RunDir
 from statebed_model.sources import IngestSource
@@ -48,6 +46,8 @@ from statebed_store.errors import RunFailedError, UsageError
 from statebed_store.failpoint_control import Control
 from statebed_store.failpoints import CONTROL_ENV
 from statebed_store.naming import commit_path
+from statebed_verify import Verdict, merge_verdicts, summarise, verify_run
+from statebed_verify.history import History
 
 from .accounting import Accounting, account, summary_latency
 from .procs import Managed, start_ingest

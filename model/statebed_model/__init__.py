@@ -3,5 +3,5 @@ records, the run directory and Spark-native state decoding.
 
 Both the job (which runs workloads) and the verifiers (which judge them) import this
 package; it imports only the store. Dependencies point one way:
-store <- model <- job <- chaos <- cli.
+store <- model <- verify <- job <- chaos <- load <- report <- cli.
 """

@@ -12,9 +12,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from statebed_chaos.verify import Composite
 from statebed_store.errors import StatebedError, StorageError, UsageError
 from statebed_store.localfs import atomic_write
+from statebed_verify import Composite
 
 from .matrix_report import render_matrix
 from .records import MatrixRecords, RunRecords, read_directory

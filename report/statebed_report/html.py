@@ -18,7 +18,7 @@ import plotly.graph_objects as go
 import plotly.io as pio
 from plotly.offline import get_plotlyjs
 
-from statebed_chaos.verify import Verdict
+from statebed_verify import Verdict
 
 __all__ = ["VERDICT_CLASS", "as_verdict", "cell", "code", "esc", "figure", "page", "safe_href", "section", "table", "verdict_label"]
 

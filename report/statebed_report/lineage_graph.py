@@ -16,8 +16,8 @@ from typing import Any
 
 import plotly.graph_objects as go
 
-from statebed_chaos.history import Op
 from statebed_model.attempts import AttemptRecord
+from statebed_verify.history import Op
 
 __all__ = ["Node", "default_partition", "lineage_figure", "partition_nodes"]
 

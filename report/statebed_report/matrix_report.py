@@ -12,7 +12,7 @@ from typing import Any
 import plotly.graph_objects as go
 
 from statebed_chaos.matrix_presets import FORMATS
-from statebed_chaos.verify import merge_verdicts
+from statebed_verify import merge_verdicts
 
 from . import html as h
 from .records import MatrixRecords, read_json

@@ -15,7 +15,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from statebed_chaos.history import Op
+from statebed_verify.history import Op
 
 from .timeline import FaultWindow, add_fault_windows
 

@@ -20,8 +20,6 @@ from typing import Any
 
 import yaml
 
-from statebed_chaos.history import History, Op, read_history
-from statebed_chaos.history_build import add_run_ops
 from statebed_chaos.matrix import RECORD
 from statebed_model.attempts import AttemptRecord, read_attempts
 from statebed_model.eventlog import EventLog, read_event_log
@@ -30,6 +28,8 @@ from statebed_store.errors import CorruptFileError, NotRegularFileError, Statebe
 from statebed_store.jsonsafe import loads_strict
 from statebed_store.localfs import check_regular, read_regular
 from statebed_store.naming import COMMITS_DIR, CRC_SUFFIX
+from statebed_verify.history import History, Op, read_history
+from statebed_verify.history_build import add_run_ops
 
 from .record_types import LOAD_VERDICT_FIELDS, MATRIX_FIELDS, RUN_FIELDS, VERDICT_FIELDS, check_types
 

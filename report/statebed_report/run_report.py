@@ -15,11 +15,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from statebed_chaos.history import Op
-from statebed_chaos.verify import Composite, merge_verdicts, summarise, verify_run
 from statebed_store import open_storage
 from statebed_store.errors import StatebedError
 from statebed_store.inspection import list_checkpoint
+from statebed_verify import Composite, merge_verdicts, summarise, verify_run
+from statebed_verify.history import Op
 
 from . import html as h
 from .lineage_graph import default_partition, lineage_figure, partition_nodes

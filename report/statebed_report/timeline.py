@@ -12,7 +12,7 @@ from typing import Any
 
 import plotly.graph_objects as go
 
-from statebed_chaos.history import Op
+from statebed_verify.history import Op
 
 __all__ = ["FaultWindow", "add_fault_windows", "attempt_kind", "fault_windows", "start_of", "timeline_figure"]
 

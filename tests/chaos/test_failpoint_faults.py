@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from statebed_chaos.faults import Evidence, FaultContext
-from statebed_chaos.verify import verify_run
 from statebed_store.errors import UsageError
+from statebed_verify import verify_run
 
 sys.path.insert(0, str(Path(__file__).parent))
 from test_process_faults import STANDALONE, Run, assert_nothing_left, context, fault, fire  # the hand-driven nemesis

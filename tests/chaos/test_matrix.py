@@ -28,8 +28,8 @@ from statebed_chaos.faults import KINDS
 from statebed_chaos.matrix import EXIT_INTERRUPTED, MatrixResult, run_matrix
 from statebed_chaos.matrix_presets import FAULTS, NONDETERMINISTIC, PRESETS, Preset, plan_cells
 from statebed_chaos.runner import ExperimentResult
-from statebed_chaos.verify import EXIT_CODES
 from statebed_cli.commands import chaos_matrix
+from statebed_verify import EXIT_CODES
 
 Capsys = pytest.CaptureFixture[str]
 Key = tuple[str, str, str]  # (fault, workload, format)

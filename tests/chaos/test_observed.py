@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from statebed_chaos.history import Op
 from statebed_chaos.observed import observed_counts
+from statebed_verify.history import Op
 
 
 def _attempt(batch: int, attempt: int, speculative: bool) -> Op:

@@ -17,10 +17,10 @@ import pyarrow as pa
 import pytest
 from job_helpers import InProcessJob
 
-from statebed_chaos.verify.state import verify_state
 from statebed_job.config import JobOptions
 from statebed_job.task import TaskResult, TaskSpec, close_providers, run_partition
 from statebed_store import default_uploader
+from statebed_verify.state import verify_state
 
 # (seed, partitions, rows per batch, keyspace, zombie batch, zombie partition) of every Spark
 # positive control: tests/chaos/test_failpoint_faults.py, the quick matrix's V1 cell (seed 1),

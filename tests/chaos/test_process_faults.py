@@ -18,14 +18,14 @@ import pytest
 
 from statebed_chaos.faults import Fault, FaultContext, FaultSpec, NotApplicable, Trigger, fault_class
 from statebed_chaos.faults.processes import add_term, remove_term
-from statebed_chaos.history import History
 from statebed_chaos.targets import KINDS, LocalTargets
-from statebed_chaos.verify import verify_run
 from statebed_model.eventlog import read_event_log
 from statebed_model.rundir import RunDir
 from statebed_store.errors import UsageError
 from statebed_store.failpoint_control import Control
 from statebed_store.failpoints import CONTROL_ENV
+from statebed_verify import verify_run
+from statebed_verify.history import History
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "job"))
 from spark_runs import STATEBED, finish, stop, wait_until  # tests/job: running `statebed` as a subprocess)

@@ -15,12 +15,12 @@ from proxy_helpers import proxy_api, records, wait_for
 from s3server import ACCESS_KEY, SECRET_KEY, S3Server
 
 from statebed_chaos.faults import Fault, FaultContext, FaultSpec, NotApplicable, Trigger, fault_class
-from statebed_chaos.history import History
 from statebed_chaos.targets import LocalTargets
 from statebed_model.rundir import RunDir
 from statebed_store import S3Settings
 from statebed_store.failpoint_control import Control
 from statebed_store.storage import S3Storage
+from statebed_verify.history import History
 
 KINDS = ["storage-latency", "storage-jitter", "storage-bandwidth", "storage-outage", "storage-reset"]
 pytestmark = pytest.mark.s3

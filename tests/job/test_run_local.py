@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 from spark_runs import statebed, summary
 
-from statebed_chaos.verify import verify_lineage
-from statebed_chaos.verify.state import verify_state
 from statebed_model.rundir import RunDir
 from statebed_store import CommitLog, open_storage
+from statebed_verify import verify_lineage
+from statebed_verify.state import verify_state
 
 pytestmark = pytest.mark.slow
 

@@ -22,12 +22,12 @@ from spark_runs import (
     wait_until,
 )
 
-from statebed_chaos.verify import verify_lineage
-from statebed_chaos.verify.state import verify_state
 from statebed_job.cluster import StandaloneCluster
 from statebed_model.eventlog import EventLog, Stage, TaskAttempt, read_event_log
 from statebed_model.rundir import RunDir
 from statebed_store import CommitLog, open_storage
+from statebed_verify import verify_lineage
+from statebed_verify.state import verify_state
 
 pytestmark = pytest.mark.slow
 

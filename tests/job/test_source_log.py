@@ -57,9 +57,9 @@ def test_a_spark_run_reads_what_has_landed_and_a_resume_reads_what_landed_since(
     from job_helpers import records
     from spark_runs import statebed, summary
 
-    from statebed_chaos.verify.state import verify_state
     from statebed_model.sources import IngestSource
     from statebed_store import open_storage
+    from statebed_verify.state import verify_state
 
     landing = IngestSource(open_storage(tmp_path / "landing"))
 

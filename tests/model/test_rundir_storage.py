@@ -14,12 +14,12 @@ from conftest import s3_settings
 from job_helpers import InProcessJob, records
 from s3server import S3Server
 
-from statebed_chaos.verify import verify_run
 from statebed_job.config import JobOptions
 from statebed_job.task import close_providers
 from statebed_model.rundir import RunDir, RunInfo
 from statebed_store import S3Settings, default_uploader
 from statebed_store.errors import UsageError
+from statebed_verify import verify_run
 
 
 @pytest.fixture(params=["local", pytest.param("s3", marks=pytest.mark.s3)])

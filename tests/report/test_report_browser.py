@@ -19,9 +19,9 @@ from typing import Any
 import pytest
 from browser import Chromium
 
-from statebed_chaos.history import read_history
 from statebed_model.attempts import read_attempts
 from statebed_report import write_report
+from statebed_verify.history import read_history
 
 pytestmark = pytest.mark.slow
 

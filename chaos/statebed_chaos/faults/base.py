@@ -30,8 +30,8 @@ from statebed_model.eventlog import EventLog, read_event_log
 from statebed_model.rundir import RunDir
 from statebed_store.failpoint_control import Control
 from statebed_store.naming import OFFSETS_DIR, commit_path
+from statebed_verify.history import History
 
-from ..history import History
 from ..targets.base import Targets
 
 __all__ = ["Evidence", "Fault", "FaultContext", "FaultSpec", "NotApplicable", "Trigger"]

@@ -19,8 +19,8 @@ import signal
 from typing import Any, ClassVar
 
 from statebed_store.errors import UsageError
+from statebed_verify.history import Op
 
-from ..history import Op
 from .base import Evidence, Fault, FaultContext, FaultSpec, NotApplicable
 from .processes import NoTarget, add_term, injection, remove_term, signal_tree, task_is
 

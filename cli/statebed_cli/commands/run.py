@@ -12,13 +12,13 @@ import json
 import os
 
 from statebed_chaos.limits import MAX_DURATION_S
-from statebed_chaos.verify import EXIT_CODES, merge_verdicts, summarise, verify_run
 from statebed_job.config import JobOptions
 from statebed_job.runner import run_job
 from statebed_model.rundir import RunDir
 from statebed_model.workloads import WORKLOADS
 from statebed_store import S3Settings, failpoints
 from statebed_store.errors import UsageError
+from statebed_verify import EXIT_CODES, merge_verdicts, summarise, verify_run
 
 from ..common import duration_arg, non_negative_int
 from .report import default_report

@@ -15,12 +15,12 @@ import pytest
 from checkpoint_helpers import run_cli
 from job_helpers import InProcessJob, records
 
-from statebed_chaos.verify.state import verify_state
 from statebed_job.config import JobOptions
 from statebed_job.task import TaskResult, TaskSpec, close_providers, run_partition
 from statebed_model.rundir import table_bytes
 from statebed_model.sources import IngestSource
 from statebed_store import default_uploader, failpoints
+from statebed_verify.state import verify_state
 
 
 @pytest.fixture(autouse=True)

@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 from checkpoint_helpers import commit, ref_of, run_versions, state_at
 
-from statebed_chaos.verify import verify_lineage
 from statebed_store import (
     CheckpointRef,
     CommitLog,
@@ -23,6 +22,7 @@ from statebed_store import (
 )
 from statebed_store.commitlog import render_commit
 from statebed_store.lineage import lineage_to_json
+from statebed_verify import verify_lineage
 
 STORE = StoreId(0, 0)
 

@@ -22,7 +22,6 @@ import pytest
 from checkpoint_helpers import run_cli
 from job_helpers import InProcessJob
 
-from statebed_chaos.verify import verify_lineage, verify_state
 from statebed_job.config import JobOptions
 from statebed_job.task import close_providers
 from statebed_model.partitioning import run_partitioner
@@ -31,6 +30,7 @@ from statebed_store.changelog import parse_changelog
 from statebed_store.checksum import make_sidecar
 from statebed_store.naming import CHANGELOG, StateFileName
 from statebed_store.partitioner import record_partitioner
+from statebed_verify import verify_lineage, verify_state
 
 PARTS = 3
 

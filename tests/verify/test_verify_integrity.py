@@ -19,7 +19,6 @@ from pathlib import Path
 import pytest
 from checkpoint_helpers import STORE, Written, commit, ref_of, run_cli, write_versions
 
-from statebed_chaos.verify import KINDS, verify_lineage
 from statebed_store import (
     CheckpointRef,
     CommitLog,
@@ -36,6 +35,7 @@ from statebed_store.checksum import make_sidecar
 from statebed_store.inspection import committed_ref, discover_stores
 from statebed_store.lz4block import compress
 from statebed_store.snapshot import read_zip
+from statebed_verify import KINDS, verify_lineage
 
 Capsys = pytest.CaptureFixture[str]
 
@@ -215,7 +215,7 @@ def test_a_changelog_with_broken_records_is_unreadable(ckpt: Written, capsys: Ca
 
 _PEAK = """
 import json, resource, sys
-from statebed_chaos.verify import verify_lineage
+from statebed_verify import verify_lineage
 from statebed_store import CheckpointRef, StoreId, open_storage
 from statebed_store.inspection import dump_state
 

@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 from checkpoint_helpers import commit, ref_of, rewrite_changelog, run_cli
 
-from statebed_chaos.verify import KINDS, verify_lineage
 from statebed_store import (
     CheckpointRef,
     CommitLog,
@@ -28,6 +27,7 @@ from statebed_store.checksum import make_sidecar
 from statebed_store.commitlog import render_commit
 from statebed_store.lineage import lineage_to_json
 from statebed_store.lz4block import compress, decompress
+from statebed_verify import KINDS, verify_lineage
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
 PARTS = 3

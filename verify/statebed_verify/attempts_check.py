@@ -19,7 +19,7 @@ from statebed_model.attempts import AttemptRecord, read_attempts
 from statebed_model.rundir import RunDir
 from statebed_store import CommitLog, open_storage
 
-from .verify.result import Anomaly, Verdict, merge_verdicts
+from .result import Anomaly, Verdict, merge_verdicts
 
 __all__ = ["AttemptsReport", "check_attempts"]
 
