@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 import uuid
@@ -19,6 +20,16 @@ from statebed_store import S3Settings, SnapshotUploader, Storage, StoreOptions, 
 from statebed_store.storage import S3Storage
 
 FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Ctrl-C tests send SIGINT to the commands they start. A suite started in the background by
+    a shell without job control (`make test &` in a script, CI wrappers) inherits SIGINT ignored,
+    and Python keeps an inherited ignore, so those commands would never see the signal and run
+    to the end (seen: 2 of 7 runs of test_ctrl_c_stops_every_process). The suite restores the
+    default, so the commands it starts get it too."""
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(scope="session")
