@@ -112,6 +112,15 @@ def environment(args: argparse.Namespace, name: str) -> Iterator[Env]:
 
 
 # -- data ----------------------------------------------------------------------------------
+def progress_row(row: dict[str, Any], line: str, jsonl: Path | None) -> None:
+    """One finished run of a repeated-run loop: a progress line on stderr, and its row appended to `jsonl`
+    at once (a long loop that is stopped keeps every finished row)."""
+    print(line, file=sys.stderr, flush=True)
+    if jsonl:
+        with open(jsonl, "a") as f:
+            f.write(json.dumps(row) + "\n")
+
+
 def make_keys(n: int, rng: np.random.Generator, prefix: bytes = b"key:") -> list[bytes]:
     """n distinct 16-byte keys in random order (`key:` + 12 digits)."""
     fmt = prefix + b"%0" + str(16 - len(prefix)).encode() + b"d"

@@ -22,6 +22,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import benchlib
+
 ROOT = Path(__file__).resolve().parents[1]
 TESTS = {
     "zombie-upload-v1-test": "tests/chaos/test_failpoint_faults.py::test_zombie_upload_v1_is_caught",
@@ -88,14 +91,8 @@ def main(argv: list[str] | None = None) -> int:
             caught += bool(got["caught"])
             if not got["caught"]:
                 misses.append(f"#{i}: {got['why']}")
-            print(
-                f"{name} #{i}: {'caught' if got['caught'] else 'NOT caught'} ({row['seconds']} s) {got['why'][:200]}",
-                file=sys.stderr,
-                flush=True,
-            )
-            if args.jsonl:
-                with open(args.jsonl, "a") as f:
-                    f.write(json.dumps(row) + "\n")
+            line = f"{name} #{i}: {'caught' if got['caught'] else 'NOT caught'} ({row['seconds']} s) {got['why'][:200]}"
+            benchlib.progress_row(row, line, args.jsonl)
         summary.append({"control": name, "caught": caught, "repeats": args.repeats, "misses": misses})
     if args.json:
         print(json.dumps({"benchmark": "control_repeat", "controls": summary}, indent=2))

@@ -28,6 +28,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import benchlib
+
 from statebed_chaos.faults import KINDS
 from statebed_chaos.matrix_presets import PRESETS, plan_cells
 
@@ -142,14 +145,8 @@ def main(argv: list[str] | None = None) -> int:
         for exp in experiments(args, kind, seeds):
             row = {"kind": kind, "seed": exp.seed, "workload": args.workload, "format": args.format, **run_one(args, exp, work)}
             rows.append(row)
-            print(
-                f"{kind} seed {exp.seed}: fired {row['fired']}, {row['valid']} ({row['seconds']} s) {row['detail'][:160]}",
-                file=sys.stderr,
-                flush=True,
-            )
-            if args.jsonl:
-                with open(args.jsonl, "a") as f:
-                    f.write(json.dumps(row) + "\n")
+            line = f"{kind} seed {exp.seed}: fired {row['fired']}, {row['valid']} ({row['seconds']} s) {row['detail'][:160]}"
+            benchlib.progress_row(row, line, args.jsonl)
     summary = table(rows)
     if args.json:
         print(json.dumps({"benchmark": "fault_firing", "goal": GOAL, "runs": rows, "kinds": summary}, indent=2))
