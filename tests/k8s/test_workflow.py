@@ -61,7 +61,7 @@ def test_image_built_once_loaded_into_kind_then_skaffold_deploy_verify_and_the_c
     assert positions == sorted(positions), order
 
 
-# Measured per-cell time of the full preset (README "One run of the full preset, seed 1": 38 cells in
+# Measured per-cell time of the full preset (docs/results.md "One run of the full preset, seed 1": 38 cells in
 # 79 minutes on this 2-core machine, i.e. ~125 s a cell), the set-up before the first cell (kind
 # cluster, image load, deploy with the driver Job's run, verify), and a margin for a slower runner.
 CELL_SECONDS, SETUP_MINUTES, MARGIN = 125, 15, 1.5

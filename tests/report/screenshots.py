@@ -1,4 +1,4 @@
-"""`make report-screenshots`: regenerate the README's report screenshots in `docs/images/`.
+"""`make report-screenshots`: regenerate the report screenshots (README, docs/cli.md) in `docs/images/`.
 
 Runs a two-cell chaos matrix (zombie-upload on sample3, V1 and V2, cells kept: about 10 minutes
 on two cores), renders the report of each cell and of the matrix, and photographs them in
