@@ -8,7 +8,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test check k8s-check image-smoke bench chaos-nightly report-screenshots clean
+.PHONY: run test check k8s-check jvm image-smoke bench chaos-nightly report-screenshots clean
 
 # `make test` without a prerequisite pip cannot install: one line naming it and its package,
 # at parse time, so nothing (venv, lint, suite) starts.
@@ -28,8 +28,19 @@ $(STAMP): pyproject.toml
 run: $(STAMP)  ## the main job on the embedded default: local Spark, local checkpoint under runs/, then both verifiers
 	$(BIN)/statebed run
 
-test: check k8s-check  ## lint, type-check, the Kubernetes checks, then the whole test suite (starts its own S3 server)
+test: check k8s-check jvm  ## lint, type-check, the Kubernetes checks, then the whole test suite (starts its own S3 server)
 	$(BIN)/pytest -q --ignore=tests/k8s
+
+# The JVM failpoint plug-in (jvm/, docs/native-failpoints.md): compiled with the JDK's javac against
+# pyspark's own jars, again only when a source changed (the jar is named by the sources' digest).
+JVM_SOURCES := $(wildcard jvm/src/statebed/*.java)
+JVM_STAMP   := jvm/build/.built
+
+jvm: $(JVM_STAMP)  ## the JVM failpoint plug-in's jar (native runs load it; needs javac: openjdk-17-jdk-headless)
+
+$(JVM_STAMP): $(JVM_SOURCES) $(STAMP)
+	$(BIN)/python -m statebed_job.jvm_plugin
+	touch $@
 
 k8s-check: $(STAMP)  ## charts rendered by Helm (default/kind/minikube) and validated for K8s 1.32-1.35, skaffold and workflow schemas
 	$(BIN)/check-jsonschema --builtin-schema vendor.github-workflows .github/workflows/nightly.yml

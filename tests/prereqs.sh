@@ -8,7 +8,8 @@
 # - Python 3.11+ (pyspark 4.3 requires it), with its venv module when VENV_DIR does not exist
 #   yet (Debian ships it separately: python3-venv);
 # - Java 17+ (Spark's JVM: $JAVA_HOME/bin/java when JAVA_HOME is set, else java on PATH,
-#   as pyspark looks for it);
+#   as pyspark looks for it), and its javac (the JVM failpoint plug-in in jvm/ is compiled
+#   against pyspark's jars: the JDK, openjdk-17-jdk-headless);
 # - Chromium (tests/report/ drive the reports in headless Chromium; they fail, never skip).
 # `make` itself is the fourth; SeaweedFS, Helm and Locust come from PyPI.
 py=${1:-python3}
@@ -33,6 +34,8 @@ major=${version%%[!0-9]*}
 [ "$major" = 1 ] && major=8  # "1.8.0_402": Java 8
 if [ -z "$major" ] || [ "$major" -lt 17 ]; then
     add "Java 17+ as '$java' (apt-get install openjdk-17-jre-headless)"
+elif ! "${java%java}javac" -version >/dev/null 2>&1; then
+    add "javac as '${java%java}javac' (apt-get install openjdk-17-jdk-headless)"
 fi
 
 if ! command -v chromium >/dev/null 2>&1; then

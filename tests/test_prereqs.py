@@ -23,14 +23,16 @@ def real(name: str) -> str:
     return path
 
 
-def bin_dir(tmp_path: Path, *, java: str | None = "real", chromium: bool = False) -> Path:
-    """A PATH directory: python3 always; java linked to the real one, a stand-in printing
-    `java` as its version, or none; chromium a stand-in when asked."""
+def bin_dir(tmp_path: Path, *, java: str | None = "real", chromium: bool = False, javac: bool = True) -> Path:
+    """A PATH directory: python3 always; java linked to the real one (and javac, unless
+    `javac=False`), a stand-in printing `java` as its version, or none; chromium a stand-in when asked."""
     d = tmp_path / "bin"
     d.mkdir(parents=True)
     (d / "python3").symlink_to(PYTHON)
     if java == "real":
         (d / "java").symlink_to(real("java"))
+        if javac:
+            (d / "javac").symlink_to(real("javac"))
     elif java is not None:
         stand_in(d / "java", f"echo 'openjdk version \"{java}\" 2019-01-15' >&2")
     if chromium:
@@ -87,10 +89,19 @@ def test_an_old_or_missing_java_and_an_old_python_are_named(tmp_path: Path) -> N
     assert py.returncode == 1 and "Python 3.11+" in py.stderr and len(py.stderr.splitlines()) == 1
 
 
+def test_missing_javac_is_one_line_naming_the_jdk_package(tmp_path: Path) -> None:
+    """The JVM failpoint plug-in (jvm/) is compiled at set-up: a JRE without the JDK is named."""
+    done = check(bin_dir(tmp_path, chromium=True, javac=False))
+    assert done.returncode == 1 and done.stderr.splitlines() == [
+        "make test needs: javac as 'javac' (apt-get install openjdk-17-jdk-headless)"
+    ]
+
+
 def test_java_home_is_where_java_is_looked_for(tmp_path: Path) -> None:
     home = tmp_path / "jdk"
     (home / "bin").mkdir(parents=True)
     stand_in(home / "bin" / "java", "echo 'openjdk version \"21.0.5\" 2024-10-15' >&2")
+    stand_in(home / "bin" / "javac", "echo 'javac 21.0.5'")
     done = check(bin_dir(tmp_path, java=None, chromium=True), JAVA_HOME=str(home))
     assert (done.returncode, done.stderr) == (0, "")
 

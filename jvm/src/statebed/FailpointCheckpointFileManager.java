@@ -1,0 +1,127 @@
+package statebed;
+
+import java.io.IOException;
+import java.util.Map;
+import java.util.concurrent.atomic.AtomicLong;
+import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.fs.Path;
+import org.apache.spark.sql.execution.streaming.checkpointing.CheckpointFileManager;
+import org.apache.spark.sql.execution.streaming.checkpointing.FileContextBasedCheckpointFileManager;
+
+/**
+ * Spark 4.3's default checkpoint file manager with statebed's failpoints at each atomic write's
+ * close (the rename into place): loaded with `spark.sql.streaming.checkpointFileManagerClass`, so
+ * the state store's changelogs and zips and the driver's offset and commit logs all pass here.
+ * Unarmed, createAtomic returns Spark's own stream.
+ */
+public class FailpointCheckpointFileManager extends FileContextBasedCheckpointFileManager {
+    private static final AtomicLong CREATED = new AtomicLong();
+
+    /** How many atomic writes passed through this JVM's managers (shows the plug-in is loaded, armed or not). */
+    public static long created() {
+        return CREATED.get();
+    }
+
+    public FailpointCheckpointFileManager(Path path, Configuration hadoopConf) {
+        super(path, hadoopConf);
+        Failpoints.useControl(hadoopConf.get(Failpoints.CONF_KEY));
+    }
+
+    @Override
+    public CheckpointFileManager.CancellableFSDataOutputStream createAtomic(Path path, boolean overwriteIfPossible) {
+        CheckpointFileManager.CancellableFSDataOutputStream inner = super.createAtomic(path, overwriteIfPossible);
+        CREATED.incrementAndGet();
+        if (Failpoints.idle()) {
+            return inner;
+        }
+        Target target = Target.of(path);
+        return target == null ? inner : new Stream(inner, target);
+    }
+
+    /** Spark's stream, with the failpoints of its target evaluated when it is closed. */
+    static final class Stream extends CheckpointFileManager.CancellableFSDataOutputStream {
+        private final CheckpointFileManager.CancellableFSDataOutputStream inner;
+        private final Target target;
+        private boolean done;
+
+        Stream(CheckpointFileManager.CancellableFSDataOutputStream inner, Target target) {
+            super(inner);
+            this.inner = inner;
+            this.target = target;
+        }
+
+        @Override
+        public synchronized void close() throws IOException {
+            if (done) {
+                return;
+            }
+            done = true;
+            if (target.kind.equals("changelog") || target.kind.equals("snapshot")) {
+                Failpoints.Firing zombie = Failpoints.evaluate("native." + target.kind + ".zombie", target.task, target.file);
+                if (zombie != null && (zombie.action().equals("hold") || zombie.action().equals("delay"))) {
+                    flush();
+                    land(zombie);
+                    throw new IOException("failpoint " + zombie.point + " fired: close delayed (zombie), the file lands later");
+                }
+                if (act(zombie)) {
+                    return;
+                }
+            }
+            String point = target.kind.equals("commitlog") || target.kind.equals("offsetlog")
+                    ? "native." + target.kind + ".write" : "native." + target.kind + ".upload";
+            if (act(Failpoints.evaluate(point, target.task, target.file))) {
+                return;
+            }
+            inner.close();
+        }
+
+        /** Run a firing's action; true when the file must not land (drop). error cancels, then throws. */
+        private boolean act(Failpoints.Firing f) throws IOException {
+            if (f == null) {
+                return false;
+            }
+            switch (f.action()) {
+                case "drop":
+                    inner.cancel();
+                    return true;
+                case "error":
+                    inner.cancel();
+                    throw f.error();
+                default:
+                    f.actInline();
+                    return false;
+            }
+        }
+
+        /** The delayed close: a daemon thread renames the file into place after the delay / on release. */
+        private void land(Failpoints.Firing f) {
+            Thread t = new Thread(() -> {
+                String how = "landed";
+                if (f.action().equals("hold")) {
+                    how = f.hold();
+                } else {
+                    Failpoints.sleep(f.term.argMillis());
+                }
+                String outcome = "zombie-landed";
+                String error = null;
+                try {
+                    inner.close();
+                } catch (IOException | RuntimeException e) {
+                    outcome = "zombie-failed";
+                    error = e.toString();
+                }
+                f.record(outcome, error == null ? Map.of("after", how) : Map.of("after", how, "error", error));
+            }, "statebed-zombie-close");
+            t.setDaemon(true);
+            t.start();
+        }
+
+        @Override
+        public synchronized void cancel() {
+            if (!done) {
+                done = true;
+                inner.cancel();
+            }
+        }
+    }
+}
