@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from statebed_job.cluster import StandaloneCluster
-from statebed_job.procs import IdentityMismatch, ProcessIdentity, identify_started, send_signal, stop_all, track
+from statebed_job.procs import ProcessIdentity, spawn, stop_all, track
 
 from .targets.local import LocalTargets
 
@@ -45,15 +45,12 @@ class DriverProcess:
 
     def __init__(self, cmd: list[str], env: dict[str, str], run_root: Path, log_prefix: Path) -> None:
         self.run_root = run_root
-        log_prefix.parent.mkdir(parents=True, exist_ok=True)
         self.stdout, self.stderr = log_prefix.with_suffix(".out"), log_prefix.with_suffix(".err")
-        self.start = time.time()
-        with open(self.stdout, "wb") as out, open(self.stderr, "wb") as err:
-            self.proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=err, stdin=subprocess.DEVNULL, start_new_session=True)
+        self.child = spawn(cmd, stdout=self.stdout, stderr=self.stderr, env=env)
+        self.proc, self.start = self.child.proc, self.child.start
         self.seen: dict[int, ProcessIdentity] = {}
-        ident = identify_started(self.proc.pid)
-        if ident is not None:
-            self.seen[ident.pid] = ident
+        if self.child.ident is not None:
+            self.seen[self.child.ident.pid] = self.child.ident
         LocalTargets(run_root).register("driver", self.proc.pid)
 
     @property
@@ -84,7 +81,8 @@ class DriverProcess:
         """Stop the driver and everything recorded below it (TERM, grace, KILL), then the cluster."""
         if self.proc.poll() is None:
             self._snapshot()
-            _signal(self.seen.get(self.pid), signal.SIGTERM)
+            self.child.ident = self.seen.get(self.pid)  # as `track` last pinned it
+            self.child.signal(signal.SIGTERM)
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self.proc.wait(timeout=GRACE_S)  # the driver stops its own cluster and session on SIGTERM
         stop_all(list(self.seen.values()), grace_s=0)  # the driver had its grace period; the rest goes now
@@ -95,13 +93,6 @@ class DriverProcess:
     def processes(self) -> list[dict[str, object]]:
         """Every process recorded below the driver (with the driver), for the leak check."""
         return [i.to_json() for i in self.seen.values()]
-
-
-def _signal(ident: ProcessIdentity | None, sig: int) -> None:
-    if ident is None:
-        return
-    with contextlib.suppress(IdentityMismatch, PermissionError):
-        send_signal(ident, sig)
 
 
 def python_env(extra: dict[str, str]) -> dict[str, str]:

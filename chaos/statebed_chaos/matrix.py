@@ -22,8 +22,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from statebed_model.experimentdir import ExperimentDir
+from statebed_model.native_state import is_native
 from statebed_store.errors import StatebedError
-from statebed_verify import Verdict
+from statebed_verify import EXIT_CODES, Verdict
 from statebed_verify.history import read_history
 from statebed_verify.result import is_store_anomaly
 
@@ -35,8 +37,8 @@ from .runner import ExperimentResult, run_experiment
 
 __all__ = ["CellRun", "MatrixResult", "RunCell", "run_experiment_cell", "run_matrix"]
 
-EXIT_OK, EXIT_FAILED, EXIT_INTERRUPTED = 0, 1, 130
-RECORD = "matrix.json"  # `MatrixResult.to_json()`, written into the matrix directory at the end (the report reads it)
+EXIT_OK, EXIT_FAILED = EXIT_CODES[True], EXIT_CODES[False]  # pass / fail from the one verdict table
+EXIT_INTERRUPTED = 130
 
 
 # (experiment, seed, out_dir, shared baselines cache) -> result; tests pass a stand-in
@@ -65,7 +67,7 @@ class CellRun:
 
     @property
     def reproduce(self) -> str:
-        return f"statebed chaos run {self.cell_dir / 'experiment.yaml'} --seed {self.cell.seed}"
+        return ExperimentDir(self.cell_dir).reproduce(self.cell.seed)
 
     def to_json(self) -> dict[str, Any]:
         c = self.cell
@@ -100,6 +102,10 @@ class MatrixResult:
     def of(self, fmt: str) -> list[CellRun]:
         return [r for r in self.runs if r.cell.format == fmt]
 
+    def natives(self) -> list[CellRun]:
+        """Cells on Spark's own store (native-v1, native-v2, native)."""
+        return [r for r in self.runs if is_native(r.cell.format)]
+
     def v1_controls(self) -> list[CellRun]:
         """V1 cells whose workload makes V1's anomalies visible (random choices per attempt)."""
         return [r for r in self.of("v1") if r.cell.workload in NONDETERMINISTIC]
@@ -116,7 +122,7 @@ class MatrixResult:
 
     @property
     def native_ok(self) -> bool:
-        return all(r.valid is True for r in self.of("native"))
+        return all(r.valid is True for r in self.natives())
 
     @property
     def exit_code(self) -> int:
@@ -145,7 +151,7 @@ class MatrixResult:
                 + ")"
             )
         if self.strict_native and not self.native_ok:
-            out.append(f"{sum(r.valid is not True for r in self.of('native'))} native cell(s) not valid (--strict-native)")
+            out.append(f"{sum(r.valid is not True for r in self.natives())} native cell(s) not valid (--strict-native)")
         return out
 
     def failing(self) -> list[CellRun]:
@@ -159,7 +165,7 @@ class MatrixResult:
             "v2_all_valid": self.v2_all_valid,
             "v1_caught": self.v1_caught,
             "v1_controls": len(self.v1_controls()),
-            "native": _counts(self.of("native"), total="cells"),
+            "native": _counts(self.natives(), total="cells"),
             "strict_native": self.strict_native,
             "seconds": round(self.seconds, 1),
             "skipped": [s.to_json() for s in self.skipped],
@@ -232,10 +238,10 @@ def run_matrix(
 def _run_one(cell: Cell, cell_dir: Path, run_cell: RunCell, baselines: dict[Any, Any]) -> CellRun:
     """Write the cell's experiment file, run what it says; a crash is an unknown cell."""
     started = time.monotonic()
-    path = cell_dir / "experiment.yaml"
+    path = ExperimentDir(cell_dir).experiment
     try:
         cell_dir.mkdir(parents=True, exist_ok=False)
-        path.write_text(cell.experiment.to_yaml())
+        ExperimentDir(cell_dir).write_experiment(cell.experiment.to_yaml())
         res = run_cell(load_experiment(path), cell.seed, cell_dir, baselines)  # the file, as a replay reads it
     except Exception as e:  # the harness crashed in this cell: it proves nothing either way
         crash = {"kind": "harness-error", "detail": f"{type(e).__name__}: {e}"}
@@ -258,7 +264,7 @@ def _run_one(cell: Cell, cell_dir: Path, run_cell: RunCell, baselines: dict[Any,
 def _observed(cell_dir: Path) -> dict[str, int]:
     """The cell's observed counts; an unreadable history counts nothing (its verdict already says why)."""
     try:
-        return observed_counts(read_history(cell_dir / "history.jsonl"))
+        return observed_counts(read_history(ExperimentDir(cell_dir).history))
     except StatebedError:
         return {}
 

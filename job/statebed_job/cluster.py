@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import os
 import socket
-import subprocess
 import time
 import urllib.request
 from dataclasses import asdict, dataclass, field
@@ -27,7 +26,7 @@ from statebed_store.jsonsafe import loads_strict
 from statebed_store.localfs import atomic_write
 from statebed_store.log import get_logger, kv
 
-from .procs import ProcessIdentity, children, identify, stop_all
+from .procs import Child, ProcessIdentity, children, identify, spawn, stop_all, stop_children
 
 __all__ = ["ClusterState", "StandaloneCluster", "Stopped", "spark_home"]
 
@@ -97,7 +96,7 @@ def _refusal(prefix: str, pid: int, start_time: Any, cmdline: Any) -> str | None
     return f"{prefix}cmdline is not what pid {pid} runs ({' '.join(now.cmdline or ())[:120]!r}): it runs another command line"
 
 
-def _pinned(proc: subprocess.Popen[bytes], start_time: int, main_class: str) -> list[str]:
+def _pinned(proc: Child, start_time: int, main_class: str) -> list[str]:
     """The command line of a daemon once it runs its JVM (spark-class execs java; the start time stays)."""
     now = identify(proc.pid)
     if now is None or now.start_time != start_time or main_class not in (now.cmdline or ()):
@@ -159,14 +158,11 @@ class StandaloneCluster:
         return st if master is not None and master.alive() else None
 
     # -- lifecycle ----------------------------------------------------------------------------
-    def _spawn(self, args: list[str], host: str, log_path: Path) -> subprocess.Popen[bytes]:
+    def _spawn(self, args: list[str], host: str, log_path: Path) -> Child:
+        """A daemon, unpinned: spark-class execs its JVM, whose command line `_pinned` records."""
         env = dict(os.environ, SPARK_LOCAL_IP=host, SPARK_HOME=str(spark_home()), SPARK_LOG_DIR=str(self.dir / "logs"))
         env.setdefault("PYSPARK_PYTHON", os.environ.get("PYSPARK_PYTHON", "python3"))
-        log_path.parent.mkdir(parents=True, exist_ok=True)
-        with open(log_path, "ab") as out:
-            return subprocess.Popen(
-                [str(spark_home() / "bin" / "spark-class"), *args], stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True
-            )
+        return spawn([str(spark_home() / "bin" / "spark-class"), *args], stdout=log_path, env=env, append=True, pin=False)
 
     def up(self) -> ClusterState:
         """Start master and workers, wait until every worker registered; refuses a second start."""
@@ -246,12 +242,12 @@ class StandaloneCluster:
         doc = self._master_json(st) or {}
         return sum(1 for w in doc.get("workers", []) if w.get("state") == "ALIVE")
 
-    def _wait(self, ready: Any, what: str, master: subprocess.Popen[bytes]) -> None:
+    def _wait(self, ready: Any, what: str, master: Child) -> None:
         deadline = time.monotonic() + READY_TIMEOUT_S
         while time.monotonic() < deadline:
             if ready():
                 return
-            if master.poll() is not None:
+            if not master.alive():
                 raise RunFailedError(f"Spark master exited ({master.returncode}) while waiting for {what}; see {self.dir / 'master.log'}")
             time.sleep(0.3)
         raise RunFailedError(f"timed out after {READY_TIMEOUT_S:.0f}s waiting for {what}; see the logs in {self.dir}")
@@ -316,22 +312,14 @@ class StandaloneCluster:
         return done
 
 
-def _stop_started(procs: list[subprocess.Popen[bytes]], timeout_s: float = 15.0) -> None:
+def _stop_started(procs: list[Child], timeout_s: float = 15.0) -> None:
     """Stop daemons this `up` started and has not reaped: their PIDs cannot be reused until the
-    wait below, so the Popen handle names them even before their command line is pinned."""
-    for proc in procs:
-        if proc.poll() is None:
-            proc.terminate()
-    for proc in procs:
-        try:
-            proc.wait(timeout_s)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout_s)
+    wait, so the Popen handle names them even before their command line is pinned."""
+    stop_children(procs, timeout_s, timeout_s)
 
 
-def _start_time(proc: subprocess.Popen[bytes]) -> int:
+def _start_time(proc: Child) -> int:
     ident = identify(proc.pid)
     if ident is None:
-        raise RunFailedError(f"a Spark daemon exited at once ({proc.args!r}); see the logs in its directory")
+        raise RunFailedError(f"a Spark daemon exited at once ({proc.proc.args!r}); see the logs in its directory")
     return ident.start_time

@@ -8,9 +8,11 @@ check, so the process cannot be swapped between the check and the signal. An ide
 without a command line (read from a file that had none, or taken before an exec) is never
 signalled: PID and start time say a process is alive, not that it is ours.
 
-Whoever starts a process records it once its exec has set the command line up
-(`identify_started`); whoever watches a process tree records what it finds with `track`,
-which re-pins a process that exec'd while it is still in the tree.
+Every child process statebed starts is started here (`spawn`): in its own session, its output
+in log files, its start time and (once its exec has set it up, `identify_started`) its
+command line recorded. Whoever watches a process tree records what it finds with `track`,
+which re-pins a process that exec'd while it is still in the tree. Stopping is here too:
+`Child.stop`/`stop_children` for the processes we started, `stop_all` for recorded trees.
 """
 
 from __future__ import annotations
@@ -18,8 +20,10 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import subprocess
 import time
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +33,7 @@ from statebed_store.proc import cmdline as _cmdline
 from statebed_store.proc import stat as _stat
 
 __all__ = [
+    "Child",
     "IdentityMismatch",
     "ProcessIdentity",
     "children",
@@ -36,7 +41,9 @@ __all__ = [
     "identify_started",
     "parent_of",
     "send_signal",
+    "spawn",
     "stop_all",
+    "stop_children",
     "track",
 ]
 
@@ -208,3 +215,90 @@ def stop_all(idents: list[ProcessIdentity], grace_s: float = 15.0, kill_wait_s: 
         while time.monotonic() < deadline and any(i.alive() for i in live):
             time.sleep(0.1)  # the signal is delivered; waiting for the process to go
     return [i.pid for i in live]
+
+
+@dataclass
+class Child:
+    """A process we started (`spawn`): its handle, when it started, and its pinned identity.
+
+    `ident` is None when the process exited at once, never showed a command line, or was
+    started unpinned (`pin=False`: it execs another program, e.g. spark-class -> java, so its
+    final command line is pinned by its owner). An unpinned child is signalled through its
+    Popen handle, which names it and no other until we reap it; a pinned one by its identity."""
+
+    proc: subprocess.Popen[bytes]
+    start: float  # wall-clock seconds, taken just before the spawn
+    ident: ProcessIdentity | None = None
+    stdout: Path | None = None
+    stderr: Path | None = None
+    pinned_by_handle: bool = field(default=False, repr=False)
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    @property
+    def returncode(self) -> int | None:
+        return self.proc.returncode
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def wait(self, timeout: float | None = None) -> int:
+        """The exit code; subprocess.TimeoutExpired when it runs past `timeout`."""
+        return self.proc.wait(timeout)
+
+    def signal(self, sig: int) -> None:
+        """Signal it while it is the process we started; a mismatch or an exit is silently nothing."""
+        if not self.alive():
+            return
+        if self.pinned_by_handle:
+            self.proc.send_signal(sig)
+        elif self.ident is not None:
+            with contextlib.suppress(IdentityMismatch, PermissionError):
+                send_signal(self.ident, sig)
+
+    def stop(self, grace_s: float = 15.0, kill_wait_s: float = 15.0) -> int | None:
+        """TERM, up to `grace_s` for a clean exit, then KILL (`grace_s=0`: KILL at once); the exit code."""
+        stop_children([self], grace_s, kill_wait_s)
+        return self.returncode
+
+
+def spawn(
+    cmd: list[str],
+    *,
+    stdout: Path | None = None,
+    stderr: Path | None = None,
+    env: Mapping[str, str] | None = None,
+    append: bool = False,
+    pin: bool = True,
+) -> Child:
+    """Start `cmd` in its own session (stdin closed, output to the files; `stderr` None: into
+    `stdout`) and pin it by start time and command line (`pin=False`: see `Child`)."""
+    mode = "ab" if append else "wb"
+    for path in (stdout, stderr):
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+    start = time.time()
+    with contextlib.ExitStack() as files:
+        out = files.enter_context(open(stdout, mode)) if stdout is not None else subprocess.DEVNULL
+        err = files.enter_context(open(stderr, mode)) if stderr is not None else subprocess.STDOUT
+        proc = subprocess.Popen(cmd, stdout=out, stderr=err, stdin=subprocess.DEVNULL, env=env, start_new_session=True)
+    child = Child(proc, start, stdout=stdout, stderr=stderr, pinned_by_handle=not pin)
+    if pin:
+        child.ident = identify_started(proc.pid)
+    return child
+
+
+def stop_children(children: list[Child], grace_s: float = 15.0, kill_wait_s: float = 15.0) -> None:
+    """Stop processes we started: TERM to all, up to `grace_s` for each to exit, then KILL and up
+    to `kill_wait_s`; each reaped. subprocess.TimeoutExpired if one outlives even the KILL."""
+    if grace_s > 0:
+        for child in children:
+            child.signal(signal.SIGTERM)
+    for child in children:
+        try:
+            child.wait(grace_s)
+        except subprocess.TimeoutExpired:
+            child.signal(signal.SIGKILL)
+            child.wait(kill_wait_s)

@@ -8,16 +8,13 @@ driver started (Spark's JVM, Python workers, a standalone cluster).
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
 
-from statebed_job.procs import IdentityMismatch, identify_started, send_signal
+from statebed_job.procs import spawn
 from statebed_store.errors import RunFailedError
 
 __all__ = ["Managed", "start_ingest"]
@@ -32,13 +29,10 @@ class Managed:
 
     def __init__(self, name: str, cmd: list[str], log_prefix: Path, env: dict[str, str] | None = None) -> None:
         self.name = name
-        log_prefix.parent.mkdir(parents=True, exist_ok=True)
         self.stderr = log_prefix.with_suffix(".err")
-        with open(log_prefix.with_suffix(".out"), "wb") as out, open(self.stderr, "wb") as err:
-            self.proc = subprocess.Popen(
-                cmd, stdout=out, stderr=err, stdin=subprocess.DEVNULL, start_new_session=True, env={**os.environ, **(env or {})}
-            )
-        self.ident = identify_started(self.proc.pid)  # None: it exited at once, or never showed a command line
+        self.child = spawn(cmd, stdout=log_prefix.with_suffix(".out"), stderr=self.stderr, env={**os.environ, **(env or {})})
+        self.proc = self.child.proc
+        self.ident = self.child.ident  # None: it exited at once, or never showed a command line
 
     @property
     def pid(self) -> int:
@@ -48,18 +42,11 @@ class Managed:
         return self.proc.poll() is None
 
     def signal(self, sig: int) -> None:
-        if self.ident is not None and self.alive():
-            with contextlib.suppress(IdentityMismatch):
-                send_signal(self.ident, sig)
+        self.child.signal(sig)
 
     def stop(self) -> int | None:
         """TERM, up to GRACE_S for a clean exit (in-flight requests finish), then KILL; the exit code."""
-        self.signal(signal.SIGTERM)
-        try:
-            return self.proc.wait(timeout=GRACE_S)
-        except subprocess.TimeoutExpired:
-            self.signal(signal.SIGKILL)
-            return self.proc.wait(timeout=KILL_WAIT_S)
+        return self.child.stop(GRACE_S, KILL_WAIT_S)
 
     def tail(self) -> str:
         """The last line of its stderr (for an error message)."""

@@ -13,6 +13,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from statebed_store.localfs import atomic_write
+
 from .accounting import Accounting, percentiles
 
 __all__ = ["locust_rates", "series_rows", "write_series"]
@@ -65,4 +67,4 @@ def series_rows(acc: Accounting, rates: dict[int, tuple[float, float]]) -> list[
 
 
 def write_series(path: Path, rows: list[dict[str, Any]]) -> None:
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    atomic_write(path, "".join(json.dumps(r) + "\n" for r in rows).encode())

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from statebed_model.experimentdir import REPORT_FILE, ExperimentDir
 from statebed_store.errors import StatebedError, StorageError, UsageError
 from statebed_store.localfs import atomic_write
 from statebed_verify import Composite
@@ -22,7 +23,7 @@ from .run_report import render_run, view_of_experiment, view_of_run
 
 __all__ = ["REPORT_NAME", "write_report"]
 
-REPORT_NAME = "report.html"
+REPORT_NAME = REPORT_FILE
 
 
 def write_report(
@@ -48,7 +49,7 @@ def _cell_reports(rec: MatrixRecords) -> list[str]:
     """Write the report of every kept cell that has none yet (the matrix links to them)."""
     notes = []
     for cell in rec.cells:
-        if (cell / REPORT_NAME).exists():
+        if ExperimentDir(cell).report.exists():
             continue
         try:
             write_report(cell)

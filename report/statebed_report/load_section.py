@@ -13,19 +13,18 @@ from typing import Any
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from statebed_model.experimentdir import ExperimentDir
 from statebed_store.errors import CorruptFileError, UsageError
 from statebed_store.jsonsafe import loads_strict
 
 from .timeline import FaultWindow, add_fault_windows
 
-__all__ = ["SERIES", "find_series", "load_figure", "read_series"]
-
-SERIES = Path("load") / "series.jsonl"
+__all__ = ["find_series", "load_figure", "read_series"]
 
 
 def find_series(*roots: Path) -> Path | None:
     """The first `load/series.jsonl` under the given directories (an experiment's, then its faulted run's)."""
-    return next((r / SERIES for r in roots if (r / SERIES).is_file()), None)
+    return next((s for r in roots if (s := ExperimentDir(r).series).is_file()), None)
 
 
 def read_series(path: Path) -> list[dict[str, Any]]:

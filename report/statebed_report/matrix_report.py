@@ -12,10 +12,11 @@ from typing import Any
 import plotly.graph_objects as go
 
 from statebed_chaos.matrix_presets import FORMATS
+from statebed_model.experimentdir import ExperimentDir
 from statebed_verify import merge_verdicts
 
 from . import html as h
-from .records import MatrixRecords, read_json
+from .records import MatrixRecords
 
 __all__ = ["render_matrix"]
 
@@ -40,10 +41,12 @@ def _verdict_table(runs: list[dict[str, Any]], skipped: list[dict[str, Any]], li
     na = {(str(s.get("fault")), str(s.get("workload")), str(s.get("format"))): str(s.get("reason")) for s in skipped}
     for fault, workload, _fmt in na:
         rows.setdefault((fault, workload), {})
+    present = {str(r.get("format")) for r in runs} | {fmt for _, _, fmt in na}
+    formats = [*FORMATS, *sorted(present - set(FORMATS))]  # a record's older formats (`native`) keep their column
     out = []
     for (fault, workload), cols in rows.items():
         tds = [h.cell(fault), h.cell(workload)]
-        for fmt in FORMATS:
+        for fmt in formats:
             mine = cols.get(fmt)
             if mine:
                 merged = merge_verdicts(h.as_verdict(r.get("valid")) for r in mine)
@@ -53,7 +56,7 @@ def _verdict_table(runs: list[dict[str, Any]], skipped: list[dict[str, Any]], li
             else:
                 tds.append("<td></td>")
         out.append(tds)
-    return h.table(["fault", "workload", *FORMATS], out, table_id="verdict-table", raw=True)
+    return h.table(["fault", "workload", *formats], out, table_id="verdict-table", raw=True)
 
 
 def _cells_table(runs: list[dict[str, Any]], links: dict[str, str]) -> str:
@@ -108,12 +111,13 @@ def _links(rec: MatrixRecords, runs: list[dict[str, Any]], out: Path) -> dict[st
     directory name can make it a `javascript:` link), for every kept cell that has one."""
     links: dict[str, str] = {}
     for r in runs:
-        target = Path(str(r.get("run_dir") or "")) / "report.html"
+        target = ExperimentDir(str(r.get("run_dir") or "")).report
         href = h.safe_href(os.path.relpath(target, out.parent)) if r.get("run_dir") and target.exists() else None
         if href:
             links[str(r.get("cell"))] = href
     for d in rec.cells:  # a matrix in progress: the cells present so far
-        href = h.safe_href(os.path.relpath(d / "report.html", out.parent)) if (d / "report.html").exists() else None
+        report = ExperimentDir(d).report
+        href = h.safe_href(os.path.relpath(report, out.parent)) if report.exists() else None
         if href:
             links.setdefault(d.name, href)
     return links
@@ -122,7 +126,8 @@ def _links(rec: MatrixRecords, runs: list[dict[str, Any]], out: Path) -> dict[st
 def _in_progress_runs(rec: MatrixRecords) -> list[dict[str, Any]]:
     runs = []
     for d in rec.cells:
-        v = read_json(d / "verdict.json") if (d / "verdict.json").exists() else {"valid": "running"}
+        cell = ExperimentDir(d)
+        v = cell.read_verdict() if cell.verdict.exists() else {"valid": "running"}
         runs.append(
             {
                 "cell": d.name,

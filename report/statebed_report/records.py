@@ -20,20 +20,18 @@ from typing import Any
 
 import yaml
 
-from statebed_chaos.matrix import RECORD
 from statebed_model.attempts import AttemptRecord, read_attempts
 from statebed_model.eventlog import EventLog, read_event_log
+from statebed_model.experimentdir import ExperimentDir, MatrixDir, read_object
+from statebed_model.native_state import is_native
 from statebed_model.rundir import RunDir, RunInfo, is_url
-from statebed_store.errors import CorruptFileError, NotRegularFileError, StatebedError, UsageError
-from statebed_store.jsonsafe import loads_strict
+from statebed_store.errors import NotRegularFileError, StatebedError, UsageError
 from statebed_store.localfs import check_regular, read_regular
 from statebed_store.naming import COMMITS_DIR, CRC_SUFFIX
 from statebed_verify.history import History, Op, read_history
 from statebed_verify.history_build import add_run_ops
 
 from .record_types import LOAD_VERDICT_FIELDS, MATRIX_FIELDS, RUN_FIELDS, VERDICT_FIELDS, check_types
-
-LOAD_VERDICT = Path("load") / "verdict.json"
 
 __all__ = ["ExperimentRecords", "MatrixRecords", "RunRecords", "read_directory", "read_run"]
 
@@ -97,13 +95,13 @@ def read_directory(path: str | os.PathLike[str]) -> RunRecords | ExperimentRecor
     root = Path(path).absolute()
     if not root.is_dir():
         raise UsageError(f"{root}: no such directory")
-    if _present(root / RECORD):
+    if _present(MatrixDir(root).record):
         return read_matrix(root)
-    if _present(root / "experiment.yaml") and not _present(root / "run.json"):  # a load run keeps both: it is a run
+    if _present(ExperimentDir(root).experiment) and not _present(root / "run.json"):  # a load run keeps both: it is a run
         return read_experiment(root)
     if _present(root / "run.json"):
         return read_run(root)
-    if _cell_dirs(root):
+    if MatrixDir(root).cells():
         return read_matrix(root)
     raise UsageError(f"{root}: not a statebed run, experiment or matrix directory (no run.json, experiment.yaml or matrix.json)")
 
@@ -116,20 +114,7 @@ def _present(path: Path) -> bool:
 def read_json(path: Path, fields: dict[str, Any] | None = None) -> dict[str, Any]:
     """A JSON object from a file; UsageError naming the file when it is missing or not one
     (or, given `fields`, naming a field whose type the report cannot use: see record_types)."""
-    try:
-        data = read_regular(path)
-    except NotRegularFileError as e:
-        raise UsageError(str(e)) from None
-    except FileNotFoundError:
-        raise UsageError(f"{path}: missing") from None
-    except OSError as e:
-        raise UsageError(f"{path}: unreadable ({e.strerror})") from None
-    try:
-        doc = loads_strict(data, file=str(path), what="contents")
-    except CorruptFileError as e:
-        raise UsageError(f"{e} (half-written?)") from None
-    if not isinstance(doc, dict):
-        raise UsageError(f"{path}: expected a JSON object")
+    doc = read_object(path)
     if fields is not None:
         check_types(doc, fields, str(path))
     return doc
@@ -144,8 +129,9 @@ def read_run(root: Path, history: list[Op] | None = None) -> RunRecords:
     in_progress = _run_in_progress(root)
     if in_progress is None:
         _require_finished(run, info)
-    if history is None and (root / "history.jsonl").exists():  # a load run's own history (its faults, its driver)
-        history = _history(root / "history.jsonl")
+    exp_dir = ExperimentDir(root)  # a load run is one too: its own history (its faults, its driver), load/verdict.json
+    if history is None and exp_dir.history.exists():
+        history = _history(exp_dir.history)
     ops = list(history or [])
     if not any(op.type in ("batch", "task-attempt") for op in ops):  # not added yet (a run in progress) or no history
         collected = _Collected()
@@ -161,7 +147,7 @@ def read_run(root: Path, history: list[Op] | None = None) -> RunRecords:
         attempts = read_attempts(run.root)
     except StatebedError as e:
         raise UsageError(f"{e} (half-written?)") from None
-    load_verdict = read_json(root / LOAD_VERDICT, LOAD_VERDICT_FIELDS) if (root / LOAD_VERDICT).exists() else None
+    load_verdict = read_json(exp_dir.load_verdict, LOAD_VERDICT_FIELDS) if exp_dir.load_verdict.exists() else None
     return RunRecords(root, info, ops, timings, attempts, events, in_progress, notes, load_verdict)
 
 
@@ -194,30 +180,30 @@ def _require_finished(run: RunDir, info: RunInfo) -> None:
     commits = Path(loc) / COMMITS_DIR
     if is_url(loc) or not commits.is_dir() or not any(p.name.isdigit() for p in commits.iterdir()):
         return
-    for name in ["timings"] + ([] if info.mode == "native" else ["attempts"]):
+    for name in ["timings"] + ([] if is_native(info.mode) else ["attempts"]):
         if not (run.root / name).is_dir():
             raise UsageError(f"{run.root / name}: missing (the commit log {commits} names committed batches)")
 
 
 def read_experiment(root: Path) -> ExperimentRecords:
-    experiment = _read_yaml(root / "experiment.yaml")
-    verdict_path = root / "verdict.json"
-    verdict = read_json(verdict_path, VERDICT_FIELDS) if verdict_path.exists() else None
+    d = ExperimentDir(root)
+    experiment = _read_yaml(d.experiment)
+    verdict = read_json(d.verdict, VERDICT_FIELDS) if d.verdict.exists() else None
     in_progress = None if verdict is not None else "in progress: no verdict.json yet (or the harness was killed)"
-    if verdict is not None and not (root / "history.jsonl").exists():
-        raise UsageError(f"{root / 'history.jsonl'}: missing (verdict.json says the experiment finished)")
-    history = _history(root / "history.jsonl")
+    if verdict is not None and not d.history.exists():
+        raise UsageError(f"{d.history}: missing (verdict.json says the experiment finished)")
+    history = _history(d.history)
     notes: list[str] = []
-    faulted = _optional_run(root / "faulted", history, notes)
-    base = _baseline_dir(root, verdict)
-    baseline = _optional_run(base, _driver_ops(base.parent / "baseline-history.jsonl", notes), notes)
+    faulted = _optional_run(d.faulted, history, notes)
+    base = _baseline_dir(d, verdict)
+    baseline = _optional_run(base, _driver_ops(ExperimentDir(base.parent).baseline_history, notes), notes)
     return ExperimentRecords(root, experiment, verdict, history, faulted, baseline, in_progress, notes)
 
 
-def _baseline_dir(root: Path, verdict: dict[str, Any] | None) -> Path:
+def _baseline_dir(d: ExperimentDir, verdict: dict[str, Any] | None) -> Path:
     """The baseline this experiment was compared with (a matrix shares one between cells)."""
     named = ((verdict or {}).get("checks") or {}).get("baseline", {}).get("run_dir")
-    return Path(named) if isinstance(named, str) else root / "baseline"
+    return Path(named) if isinstance(named, str) else d.baseline
 
 
 def _driver_ops(path: Path, notes: list[str]) -> list[Op]:
@@ -249,20 +235,17 @@ def _read_yaml(path: Path) -> dict[str, Any]:
     return doc
 
 
-def _cell_dirs(root: Path) -> list[Path]:
-    return sorted(p for p in root.iterdir() if p.is_dir() and (p / "experiment.yaml").exists())
-
-
 def read_matrix(root: Path) -> MatrixRecords:
-    path = root / RECORD
+    matrix = MatrixDir(root)
+    path = matrix.record
     if not path.exists():
-        return MatrixRecords(root, None, _cell_dirs(root), "in progress: no matrix.json yet (or the matrix was killed)")
+        return MatrixRecords(root, None, matrix.cells(), "in progress: no matrix.json yet (or the matrix was killed)")
     doc = read_json(path, MATRIX_FIELDS)
     runs = doc.get("runs")
     if not isinstance(runs, list) or not isinstance(doc.get("summary"), dict):
         raise UsageError(f"{path}: not a matrix record (needs runs and summary)")
     for r in runs:
         kept = r.get("run_dir") if isinstance(r, dict) else None
-        if isinstance(kept, str) and not (Path(kept) / "verdict.json").exists():
-            raise UsageError(f"{Path(kept) / 'verdict.json'}: missing (matrix.json lists the cell as kept)")
-    return MatrixRecords(root, doc, _cell_dirs(root))
+        if isinstance(kept, str) and not ExperimentDir(kept).verdict.exists():
+            raise UsageError(f"{ExperimentDir(kept).verdict}: missing (matrix.json lists the cell as kept)")
+    return MatrixRecords(root, doc, matrix.cells())

@@ -8,6 +8,7 @@ when a load run wrote one, and the command that reproduces the run.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shlex
 import statistics
@@ -15,6 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from statebed_job.config import JobOptions
+from statebed_model.experimentdir import ExperimentDir
 from statebed_store import open_storage
 from statebed_store.errors import StatebedError
 from statebed_store.inspection import list_checkpoint
@@ -78,7 +81,7 @@ def view_of_experiment(rec: ExperimentRecords) -> RunView:
     v = rec.verdict or {}
     name = str(rec.experiment.get("name", rec.root.name))
     seed = v.get("seed", rec.experiment.get("seed"))
-    reproduce = str(v.get("reproduce") or f"statebed chaos run {rec.root / 'experiment.yaml'} --seed {seed}")
+    reproduce = str(v.get("reproduce") or ExperimentDir(rec.root).reproduce(seed))
     view = RunView(
         "experiment",
         f"chaos experiment: {name}",
@@ -101,37 +104,13 @@ def view_of_experiment(rec: ExperimentRecords) -> RunView:
 
 def _run_command(rec: RunRecords) -> str:
     """The `statebed run` line that replays this run (same seed, same sizes) into a new directory."""
-    p = rec.info.params
-    cmd = ["statebed", "run", "--run-dir", f"{rec.root}-replay", "--workload", str(p.get("workload", rec.info.workload))]
-    for flag, key in (
-        ("--batches", "batches"),
-        ("--partitions", "partitions"),
-        ("--rows-per-batch", "rows_per_batch"),
-        ("--keyspace", "keyspace"),
-    ):
-        if p.get(key) is not None:
-            cmd += [flag, str(p[key])]
-    cmd += ["--native"] if rec.info.mode == "native" else ["--format", rec.info.mode]
-    for flag, key in (("--cluster", "cluster"), ("--workers", "workers"), ("--snapshot-interval", "snapshot_interval"), ("--seed", "seed")):
-        if p.get(key) is not None:
-            cmd += [flag, str(p[key])]
-    if p.get("checkpoint") not in (None, "checkpoint", "spark-checkpoint"):
-        cmd += ["--checkpoint", str(p["checkpoint"])]
-    for flag, key in (
-        ("--duration", "duration_s"),
-        ("--until-records", "until_records"),
-        ("--stop-file", "stop_file"),
-        ("--trigger-ms", "trigger_ms"),
-    ):
-        if p.get(key) is not None:
-            cmd += [flag, str(p[key])]
-    if p.get("slow_task"):
-        cmd += ["--slow-task", str(p["slow_task"])]
-    if p.get("source") == "ingest":
-        cmd += ["--source", "ingest", "--landing", str(p.get("landing"))]
-    for k, val in (p.get("extra_conf") or {}).items():
-        cmd += ["--conf", f"{k}={val}"]
-    return shlex.join(cmd)
+    known = {f.name for f in dataclasses.fields(JobOptions)}
+    params = {"workload": rec.info.workload, "mode": rec.info.mode, **{k: v for k, v in rec.info.params.items() if k in known}}
+    try:
+        argv = JobOptions(**params).to_argv()
+    except (TypeError, ValueError, StatebedError) as e:  # a run.json written by hand or by another version
+        return shlex.join(["statebed", "run", "--run-dir", f"{rec.root}-replay"]) + f"  # the saved parameters do not replay: {e}"
+    return shlex.join(["statebed", "run", "--run-dir", f"{rec.root}-replay", *argv])
 
 
 # -- sections --------------------------------------------------------------------------------

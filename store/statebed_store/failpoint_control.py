@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import CorruptFileError, UsageError
-from .failpoints import _canonical, parse_spec
+from .failpoint_spec import canonical, parse_spec
 from .jsonsafe import loads_strict
 from .localfs import atomic_write
 
@@ -71,7 +71,7 @@ class Control:
 
     def disarm(self, *names: str) -> int:
         """Disarm the named points, or every point when none is named; returns the new version."""
-        canon = [_canonical(n) for n in names]
+        canon = [canonical(n) for n in names]
 
         def change(doc: dict[str, Any]) -> None:
             if not canon:
@@ -83,7 +83,7 @@ class Control:
 
     def release(self, name: str) -> int:
         """End every `hold` of point `name` that began before this call, in every process; returns the new version."""
-        canon = _canonical(name)
+        canon = canonical(name)
 
         def change(doc: dict[str, Any]) -> None:
             released = doc.setdefault("released", {})

@@ -37,7 +37,6 @@ import contextlib
 import json
 import os
 import random
-import re
 import socket
 import threading
 import time
@@ -50,6 +49,9 @@ from typing import Any
 
 from .config import env
 from .errors import CorruptFileError, InjectedFault, UsageError
+from .failpoint_control import Control  # the controller side, re-exported here
+from .failpoint_spec import KNOWN_POINTS, Term, canonical, parse_spec, parse_terms
+from .failpoint_spec import entries as spec_entries
 from .jsonsafe import loads_strict
 from .log import get_logger, kv
 
@@ -75,51 +77,12 @@ log = get_logger("failpoints")
 
 CONTROL_ENV = "STATEBED_FAILPOINTS_CONTROL"
 CONTROL_POLL_S = 0.1  # a process stats its control file at most this often, and only when a point is hit
-MAX_HOLD_MS = 600_000  # a hold never outlives this, released or not
-FILTER_KEYS = ("batch", "partition", "attempt")
-
-# The store's failpoints (aliases map to their canonical name); `register` adds others.
-KNOWN_POINTS: dict[str, str] = {
-    "changelog.upload.before": "before a changelog is written to checkpoint storage (drop: skip the write)",
-    "changelog.upload.after": "after a changelog is durable, before commit returns (drop: no effect)",
-    "snapshot.upload.before": "before a queued snapshot is uploaded (drop: skip this snapshot)",
-    "snapshot.upload.after": "after a snapshot zip is uploaded (drop: no effect)",
-    "commitlog.write.before": "before commits/<batchId> is written (drop: skip the write)",
-}
-_ALIASES = {"snapshot.upload": "snapshot.upload.before", "changelog.upload": "changelog.upload.before"}
-
-_TERM = re.compile(
-    r"^(?:\[(?P<filter>[^\[\]]*)\])?(?:(?P<pct>\d+(?:\.\d+)?)%)?(?:(?P<count>\d+)\*)?"
-    r"(?P<action>off|delay|sleep|hold|drop|error|exit)(?:\((?P<arg>[^()]*)\))?$"
-)
-_FILTER_ITEM = re.compile(r"^(?P<key>[a-z]+)=(?P<value>\d+)$")
-
-
-@dataclass
-class _Term:
-    action: str
-    pct: float = 100.0
-    count: int | None = None
-    arg: str | None = None
-    task: dict[str, int] | None = None  # the task filter: every key must equal the thread's task context
-
-    def describe(self) -> str:
-        task = "" if self.task is None else "[" + ",".join(f"{k}={v}" for k, v in self.task.items()) + "]"
-        pct = "" if self.pct == 100.0 else f"{self.pct:g}%"
-        count = "" if self.count is None else f"{self.count}*"
-        arg = "" if self.arg is None else f"({self.arg})"
-        return f"{task}{pct}{count}{self.action}{arg}"
-
-    def matches(self, task: dict[str, int] | None) -> bool:
-        if self.task is None:
-            return True
-        return task is not None and all(task.get(k) == v for k, v in self.task.items())
 
 
 @dataclass
 class _Point:
     name: str
-    terms: list[_Term]
+    terms: list[Term]
     rng: random.Random
     source: str = "api"  # "api", "env" or "control"
     spec: str = ""  # the terms as armed (a control update keeps a point whose spec and seed are unchanged)
@@ -135,76 +98,11 @@ _SEED = 0
 _TASK: ContextVar[dict[str, int] | None] = ContextVar("statebed_failpoint_task", default=None)
 
 
-def _canonical(name: str) -> str:
-    name = _ALIASES.get(name.strip(), name.strip())
-    if name not in KNOWN_POINTS:
-        raise UsageError(f"unknown failpoint {name!r}; known: {', '.join(sorted(KNOWN_POINTS))}")
-    return name
-
-
-def _parse_filter(name: str, text: str) -> dict[str, int]:
-    """`batch=3,partition=1` as {key: value} in FILTER_KEYS order; errors name the point."""
-    found: dict[str, int] = {}
-    for item in text.split(","):
-        m = _FILTER_ITEM.match(item.strip())
-        if not m or m.group("key") not in FILTER_KEYS or m.group("key") in found:
-            raise UsageError(
-                f"failpoint {name}: bad task filter [{text}] (expected e.g. [batch=3,partition=1,attempt=0]: "
-                f"keys {', '.join(FILTER_KEYS)} once each, integer values)"
-            )
-        found[m.group("key")] = int(m.group("value"))
-    return {k: found[k] for k in FILTER_KEYS if k in found}
-
-
-def _parse_terms(name: str, text: str) -> list[_Term]:
-    terms = []
-    for raw in text.split("->"):
-        m = _TERM.match(raw.strip())
-        if not m:
-            raise UsageError(
-                f"failpoint {name}: cannot parse term {raw.strip()!r} (expected e.g. 30%delay(2000), 1*error, drop, [batch=2]hold(60000))"
-            )
-        pct = float(m.group("pct")) if m.group("pct") else 100.0
-        if not 0 <= pct <= 100:
-            raise UsageError(f"failpoint {name}: probability {pct}% out of range")
-        action, arg = m.group("action"), m.group("arg")
-        if action == "sleep":
-            action = "delay"
-        if action == "delay" and (arg is None or not arg.strip().isdigit()):
-            raise UsageError(f"failpoint {name}: delay needs milliseconds, e.g. delay(2000)")
-        if action == "exit" and arg is not None and not arg.strip().isdigit():
-            raise UsageError(f"failpoint {name}: exit takes an integer code")
-        if action == "hold" and (arg is None or not arg.strip().isdigit() or not 0 < int(arg) <= MAX_HOLD_MS):
-            raise UsageError(f"failpoint {name}: hold needs a bound in milliseconds, 1..{MAX_HOLD_MS}, e.g. hold(60000)")
-        task = None if m.group("filter") is None else _parse_filter(name, m.group("filter"))
-        terms.append(_Term(action, pct, int(m.group("count")) if m.group("count") else None, arg, task))
-    return terms
-
-
-def _entries(spec: str) -> list[tuple[str, str]]:
-    """`name=terms;name=terms` as (name with aliases resolved, terms) pairs; names unchecked."""
-    out = []
-    for entry in re.split(r"[;\n]", spec):
-        entry = entry.strip()
-        if not entry:
-            continue
-        name, sep, terms = entry.partition("=")
-        if not sep:
-            raise UsageError(f"failpoint entry {entry!r} needs the form name=action")
-        out.append((_ALIASES.get(name.strip(), name.strip()), terms))
-    return out
-
-
-def parse_spec(spec: str) -> dict[str, list[_Term]]:
-    """Parse `name=terms;name=terms` (empty entries ignored); errors name the bad part."""
-    return {_canonical(name): _parse_terms(name, terms) for name, terms in _entries(spec)}
-
-
-def _is_off(terms: list[_Term]) -> bool:
+def _is_off(terms: list[Term]) -> bool:
     return all(t.action == "off" for t in terms)
 
 
-def _point(name: str, terms: list[_Term], source: str, seed: int) -> _Point:
+def _point(name: str, terms: list[Term], source: str, seed: int) -> _Point:
     rng = random.Random(seed * 1_000_003 + zlib.crc32(name.encode()))
     return _Point(name, terms, rng, source, "->".join(t.describe() for t in terms), seed)
 
@@ -217,7 +115,7 @@ def register(name: str, doc: str) -> None:
         KNOWN_POINTS[name] = doc
         pending = _PENDING.pop(name, None)
     if pending is not None:
-        terms = _parse_terms(name, pending)
+        terms = parse_terms(name, pending)
         if not _is_off(terms):
             with _LOCK:
                 _ARMED[name] = _point(name, terms, "env", _SEED)
@@ -232,8 +130,8 @@ def check_known() -> None:
 
 def arm(name: str, terms: str) -> None:
     """Arm one failpoint, replacing what it had (`off` disarms)."""
-    canon = _canonical(name)
-    parsed = _parse_terms(canon, terms)
+    canon = canonical(name)
+    parsed = parse_terms(canon, terms)
     with _LOCK:
         if _is_off(parsed):
             _ARMED.pop(canon, None)
@@ -248,7 +146,7 @@ def disarm(name: str | None = None) -> None:
             _ARMED.clear()
             _PENDING.clear()
         else:
-            _ARMED.pop(_canonical(name), None)
+            _ARMED.pop(canonical(name), None)
 
 
 def configure(spec: str, seed: int = 0, *, source: str = "api") -> None:
@@ -256,8 +154,8 @@ def configure(spec: str, seed: int = 0, *, source: str = "api") -> None:
 
     With `source="env"`, names not registered yet wait for `register` instead of failing."""
     global _SEED
-    entries = _entries(spec)
-    known = {n: _parse_terms(n, t) for n, t in entries if n in KNOWN_POINTS} if source == "env" else parse_spec(spec)
+    entries = spec_entries(spec)
+    known = {n: parse_terms(n, t) for n, t in entries if n in KNOWN_POINTS} if source == "env" else parse_spec(spec)
     with _LOCK:
         _SEED = seed
         _ARMED.clear()
@@ -342,7 +240,7 @@ class _ControlReader:
         except (OSError, CorruptFileError, ValueError, TypeError, AttributeError):
             return self.released.get(name, 0)
 
-    def hold(self, point: _Point, term: _Term, hits: int) -> None:
+    def hold(self, point: _Point, term: Term, hits: int) -> None:
         """Record the hold, block until `point` is released after that or its bound elapses, record how it ended.
 
         The baseline is read before the start is recorded: a controller that releases on seeing
@@ -363,7 +261,7 @@ class _ControlReader:
             time.sleep(min(max(CONTROL_POLL_S, 0.005), left))
         self.record(point, term, hits, action=outcome, held_s=round(time.monotonic() - start, 3))
 
-    def record(self, point: _Point, term: _Term, hits: int, action: str | None = None, **extra: object) -> None:
+    def record(self, point: _Point, term: Term, hits: int, action: str | None = None, **extra: object) -> None:
         """Append one firing, one write(2) on an O_APPEND file, before the action runs."""
         name = point.name
         rec = {
@@ -392,12 +290,12 @@ class _ControlReader:
 
 def _apply_control(points: dict[str, Any], seed: int, path: Path) -> None:
     """Make the control-armed points exactly `points` (names not registered here are not ours)."""
-    wanted: dict[str, list[_Term]] = {}
+    wanted: dict[str, list[Term]] = {}
     for name, text in points.items():
         if name not in KNOWN_POINTS:
             continue
         try:
-            wanted[name] = _parse_terms(name, str(text))
+            wanted[name] = parse_terms(name, str(text))
         except UsageError as e:
             log.warning("bad failpoint in control file; ignored", extra=kv(file=str(path), error=str(e)))
     with _LOCK:
@@ -488,5 +386,3 @@ def _from_env() -> None:
 
 
 _from_env()
-
-from .failpoint_control import Control  # noqa: E402  (the controller side; re-exported here)

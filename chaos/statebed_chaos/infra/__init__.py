@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from .proxy import ProxyProcess, start_proxy, stop_pid
+from .proxy import ProxyProcess, start_proxy
 from .seaweedfs import ACCESS_KEY, SECRET_KEY, S3Server, start_s3_server
 from .services import PROXY_NAME, Services, storage_services
 
 __all__ = [
     "ACCESS_KEY", "PROXY_NAME", "SECRET_KEY", "ProxyProcess", "S3Server", "Services", "start_proxy",
-    "start_s3_server", "stop_pid", "storage_services",
+    "start_s3_server", "storage_services",
 ]  # fmt: skip

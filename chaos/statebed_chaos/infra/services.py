@@ -58,7 +58,7 @@ def storage_services(
         s3 = start_s3_server(workdir / "s3")
         stack.callback(s3.stop)
         if targets is not None:
-            targets.register("s3", s3.proc.pid)
+            targets.register("s3", s3.pid)
         record = None
         if api is None:
             ours = start_proxy(workdir / "proxy", seed=seed)

@@ -11,7 +11,6 @@ running cell's processes are stopped by the runner).
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -19,9 +18,10 @@ from typing import Any
 
 from statebed_chaos.experiment import Experiment
 from statebed_chaos.k8s_backend import K8sSettings
-from statebed_chaos.matrix import RECORD, MatrixResult, RunCell, render_table, render_verdict, run_experiment_cell, run_matrix
+from statebed_chaos.matrix import MatrixResult, RunCell, render_table, render_verdict, run_experiment_cell, run_matrix
 from statebed_chaos.matrix_presets import PRESETS, plan_cells
 from statebed_chaos.runner import ExperimentResult, run_experiment
+from statebed_model.experimentdir import MatrixDir
 from statebed_store.errors import UsageError
 
 from ..backend import add_backend_arg, k8s_settings
@@ -37,11 +37,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--quick", action="store_true", help="the small matrix `make test` runs (default)")
-    p.add_argument("--full", action="store_true", help="the nightly matrix: every fault kind × 3 workloads × v1/v2/native × 12 seeds")
+    p.add_argument("--full", action="store_true", help="the nightly matrix: every fault kind × 3 workloads × v1/v2/native-v1/native-v2 × 12 seeds")
     p.add_argument("--seeds", metavar="N", help="seeds 1..N per cell (default: quick 1, full 12)")
     p.add_argument("--faults", metavar="A,B", help="only these fault kinds (of the preset's cells)")
     p.add_argument("--workloads", metavar="A,B", help="only these workloads")
-    p.add_argument("--formats", metavar="A,B", help="only these formats: v1, v2, native")
+    p.add_argument("--formats", metavar="A,B", help="only these formats: v1, v2, native-v1, native-v2")
     p.add_argument("--out", metavar="DIR", type=Path, help="where the cells' directories go (default: runs/<time>-matrix-<preset>)")
     p.add_argument("--keep", action="store_true", help="keep the directories of valid cells too")
     p.add_argument("--strict-native", action="store_true", help="native Spark cells that are not valid fail the exit code")
@@ -72,7 +72,7 @@ def run(args: argparse.Namespace, run_cell: RunCell = run_experiment_cell) -> in
     if k8s is not None and run_cell is run_experiment_cell:
         run_cell = _k8s_cell(k8s)
     result = run_matrix(cells, skipped, out, preset=preset.name, run_cell=run_cell, keep=args.keep, strict_native=args.strict_native)
-    (out / RECORD).write_text(json.dumps(result.to_json(), indent=2, default=str) + "\n")
+    MatrixDir(out).write_record(result.to_json())
     report = None if args.no_report else default_report("chaos matrix", out)
     _report(result, as_json=args.json)
     if report is not None:
