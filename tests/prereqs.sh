@@ -10,7 +10,8 @@
 # - Java 17+ (Spark's JVM: $JAVA_HOME/bin/java when JAVA_HOME is set, else java on PATH,
 #   as pyspark looks for it), and its javac (the JVM failpoint plug-in in jvm/ is compiled
 #   against pyspark's jars: the JDK, openjdk-17-jdk-headless);
-# - Chromium (tests/report/ drive the reports in headless Chromium; they fail, never skip).
+# - Chromium (tests/report/ drive the reports in headless Chromium; they fail, never skip);
+# - Prometheus (tests/dashboards/ evaluate the dashboard's queries on a real one; Debian's prometheus).
 # `make` itself is the fourth; SeaweedFS, Helm and Locust come from PyPI.
 py=${1:-python3}
 venv=${2:-.venv}
@@ -40,6 +41,10 @@ fi
 
 if ! command -v chromium >/dev/null 2>&1; then
     add "chromium (apt-get install chromium)"
+fi
+
+if ! command -v prometheus >/dev/null 2>&1; then
+    add "prometheus (apt-get install prometheus)"
 fi
 
 if [ -n "$missing" ]; then

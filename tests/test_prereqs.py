@@ -23,9 +23,10 @@ def real(name: str) -> str:
     return path
 
 
-def bin_dir(tmp_path: Path, *, java: str | None = "real", chromium: bool = False, javac: bool = True) -> Path:
+def bin_dir(tmp_path: Path, *, java: str | None = "real", chromium: bool = False, javac: bool = True, prometheus: bool = True) -> Path:
     """A PATH directory: python3 always; java linked to the real one (and javac, unless
-    `javac=False`), a stand-in printing `java` as its version, or none; chromium a stand-in when asked."""
+    `javac=False`), a stand-in printing `java` as its version, or none; chromium a stand-in when asked;
+    prometheus a stand-in unless `prometheus=False`."""
     d = tmp_path / "bin"
     d.mkdir(parents=True)
     (d / "python3").symlink_to(PYTHON)
@@ -37,6 +38,8 @@ def bin_dir(tmp_path: Path, *, java: str | None = "real", chromium: bool = False
         stand_in(d / "java", f"echo 'openjdk version \"{java}\" 2019-01-15' >&2")
     if chromium:
         stand_in(d / "chromium", "exit 0")
+    if prometheus:
+        stand_in(d / "prometheus", "exit 0")
     return d
 
 
@@ -60,7 +63,7 @@ def check(path: Path, python: str = "python3", venv: str = ".venv", **env: str) 
 
 def test_everything_present_is_silent() -> None:
     """The positive control: on this machine (Chromium, Java 17, Python 3.11) nothing is said."""
-    for name in ("chromium", "java"):
+    for name in ("chromium", "java", "prometheus"):
         real(name)
     done = check(Path(os.environ["PATH"]), PYTHON)
     assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
@@ -70,6 +73,12 @@ def test_missing_chromium_is_one_line_naming_it_and_its_package(tmp_path: Path) 
     done = check(bin_dir(tmp_path))
     assert done.returncode == 1 and done.stdout == ""
     assert done.stderr.splitlines() == ["make test needs: chromium (apt-get install chromium)"]
+
+
+def test_missing_prometheus_is_one_line_naming_it_and_its_package(tmp_path: Path) -> None:
+    done = check(bin_dir(tmp_path, chromium=True, prometheus=False))
+    assert done.returncode == 1 and done.stdout == ""
+    assert done.stderr.splitlines() == ["make test needs: prometheus (apt-get install prometheus)"]
 
 
 def test_an_old_or_missing_java_and_an_old_python_are_named(tmp_path: Path) -> None:

@@ -1,6 +1,6 @@
 """The subset of Toxiproxy's HTTP API (v2) that `toxiproxy-python` uses, over `http.server`.
 
-Routes: GET /version; GET/POST /proxies; GET/POST/DELETE /proxies/{name}; GET/POST
+Routes: GET /version; GET /metrics (Prometheus text, `metrics.py`); GET/POST /proxies; GET/POST/DELETE /proxies/{name}; GET/POST
 /proxies/{name}/toxics; GET/POST/DELETE /proxies/{name}/toxics/{toxic}; POST /reset. Errors are
 JSON `{"error": ..., "status": ...}` with 400 (bad body or address), 404 (unknown proxy or
 toxic), 409 (name taken), 500 (cannot listen), like Toxiproxy.
@@ -28,6 +28,7 @@ from typing import Any
 
 from statebed_store.netaddr import check_bind
 
+from . import metrics
 from .listener import AddressPolicy, ListenError, Proxy, parse_networks
 from .record import Recorder
 from .toxics import ToxicError, parse_toxic
@@ -64,6 +65,10 @@ class Registry:
     def all(self) -> dict[str, Any]:
         with self._lock:
             return {name: p.to_json() for name, p in self._proxies.items()}
+
+    def proxies(self) -> list[Proxy]:
+        with self._lock:
+            return list(self._proxies.values())
 
     def create(self, body: dict[str, Any]) -> Proxy:
         name, upstream, listen = body.get("name"), body.get("upstream"), body.get("listen", "127.0.0.1:0")
@@ -125,6 +130,8 @@ def _route(reg: Registry, method: str, parts: list[str], body: Any) -> tuple[int
     """(status, JSON or text) for one call; raises ApiError."""
     if parts == ["version"] and method == "GET":
         return 200, VERSION
+    if parts == ["metrics"] and method == "GET":
+        return 200, metrics.render(reg)
     if parts == ["reset"] and method == "POST":
         reg.reset()
         return 204, None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import json
 import threading
 import time
@@ -19,11 +20,19 @@ class Recorder:
     def __init__(self, path: Path | None) -> None:
         self.path = path
         self._lock = threading.Lock()
+        self._counts: collections.Counter[tuple[str, str, str]] = collections.Counter()  # (proxy, type, stream) -> acts
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.touch()
 
+    def counts(self) -> dict[tuple[str, str, str], int]:
+        """(proxy, type, stream) -> how many times a toxic acted (for /metrics)."""
+        with self._lock:
+            return dict(self._counts)
+
     def act(self, proxy: str, toxic: str, kind: str, stream: str, conn: int, nbytes: int, fresh: bool) -> None:
+        with self._lock:
+            self._counts[(proxy, kind, stream)] += 1
         if self.path is None:
             return
         rec = {
