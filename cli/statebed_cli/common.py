@@ -15,6 +15,7 @@ from statebed_store import S3Settings, Storage, StoreId, open_storage
 from statebed_store.durations import parse_duration
 from statebed_store.errors import UsageError
 from statebed_store.naming import DEFAULT_STORE, check_id
+from statebed_verify import EXIT_CODES
 
 __all__ = [
     "add_checkpoint_args",
@@ -33,7 +34,8 @@ __all__ = [
     "store_from_args",
 ]
 
-EXIT_OK, EXIT_NEGATIVE, EXIT_UNUSABLE = 0, 1, 2
+EXIT_OK, EXIT_NEGATIVE = EXIT_CODES[True], EXIT_CODES[False]  # the one verdict table (unknown: EXIT_CODES["unknown"])
+EXIT_UNUSABLE = 2
 EXIT_RUN_FAILED, EXIT_PROTOCOL, EXIT_INTERNAL, EXIT_INTERRUPTED = 4, 5, 70, 130
 
 

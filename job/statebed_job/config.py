@@ -6,12 +6,13 @@ import secrets
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
+from statebed_model.native_state import NATIVE_MODES
 from statebed_store.config import MAX_SNAPSHOT_INTERVAL
 from statebed_store.errors import UsageError
 
 __all__ = ["SPECULATION_CONF", "JobOptions"]
 
-Mode = Literal["v2", "v1", "native"]
+Mode = Literal["v2", "v1", "native", "native-v1", "native-v2"]  # native: Spark's store (statebed_model.native_state)
 ClusterKind = Literal["local", "standalone"]
 
 # Speculation tuned so a task that stalls gets a copy within seconds (Spark's defaults
@@ -54,10 +55,15 @@ class JobOptions:
     # Every random choice of a task derives from (seed, batch, partition, attempt), so a run
     # replays; None draws one (saved in run.json). Checkpoint ids stay random: they must be unique.
     seed: int | None = None
+    # Maintenance (`maintenance.py`): committed versions each store keeps loadable (Spark's
+    # minBatchesToRetain, 100), and seconds between passes (Spark's maintenanceInterval, 60 s;
+    # 0: a pass after every committed batch).
+    retain: int = 100
+    maintenance_interval_s: float = 60.0
 
     def __post_init__(self) -> None:
-        if self.mode not in ("v2", "v1", "native"):
-            raise UsageError(f"mode must be v2, v1 or native, got {self.mode!r}")
+        if self.mode not in ("v2", "v1", *NATIVE_MODES):
+            raise UsageError(f"mode must be v2, v1, native-v1, native-v2 or native (= native-v2), got {self.mode!r}")
         if self.hedge not in ("off", "on", "adaptive"):
             raise UsageError(f"--hedge must be off, on or adaptive, got {self.hedge!r}")
         if self.cluster not in ("local", "standalone"):
@@ -83,11 +89,19 @@ class JobOptions:
             self.seed = secrets.randbits(32)
         if not isinstance(self.seed, int) or isinstance(self.seed, bool) or not 0 <= self.seed < 2**63:
             raise UsageError(f"--seed must be an integer in 0..2^63-1, got {self.seed!r}")
+        self._check_maintenance()
         if self.source not in ("generated", "ingest"):
             raise UsageError(f"--source must be generated or ingest, got {self.source!r}")
         if (self.source == "ingest") != (self.landing is not None):
             raise UsageError("--source ingest needs --landing DIR (and --landing needs --source ingest)")
         self._check_continuous()
+
+    def _check_maintenance(self) -> None:
+        if not isinstance(self.retain, int) or isinstance(self.retain, bool) or not 1 <= self.retain <= 10**9:
+            raise UsageError(f"--retain must be an integer in 1..1000000000, got {self.retain!r}")
+        i = self.maintenance_interval_s
+        if not isinstance(i, int | float) or isinstance(i, bool) or not 0 <= i <= 86_400:
+            raise UsageError(f"--maintenance-interval must be 0..86400 seconds, got {i!r}")
 
     def _check_continuous(self) -> None:
         if self.continuous and self.source != "ingest":
@@ -105,6 +119,11 @@ class JobOptions:
         """Batches over what keeps landing until a stop condition (else: the files there at start)."""
         return self.duration_s is not None or self.until_records is not None or self.stop_file is not None
 
+    @property
+    def native(self) -> bool:
+        """On Spark's own RocksDB store (native, native-v1, native-v2) rather than statebed's."""
+        return self.mode in NATIVE_MODES
+
     def slow_task_spec(self) -> tuple[int, int, int] | None:
         if self.slow_task is None:
             return None
@@ -118,3 +137,42 @@ class JobOptions:
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
+
+    def to_argv(self) -> list[str]:
+        """The `statebed run` options that give back exactly these options: the one builder of that
+        command line (chaos and load drivers, the report's reproduce line). Workload, mode and seed
+        always; every other field only when it differs from the default. `stop_file` round-trips when
+        absolute (the CLI makes it so)."""
+        argv = ["--workload", self.workload, *(["--native"] if self.mode == "native" else ["--format", self.mode])]
+        argv += ["--seed", str(self.seed)]
+        default = JobOptions(seed=0)
+        for name, flag in _FLAGS.items():
+            value = getattr(self, name)
+            if value is not None and value != getattr(default, name):
+                argv += [flag, repr(value) if isinstance(value, float) else str(value)]
+        for key, val in self.extra_conf.items():
+            argv += ["--conf", f"{key}={val}"]
+        return argv
+
+
+# JobOptions field -> its `statebed run` flag (workload, mode, seed and extra_conf: see to_argv)
+_FLAGS = {
+    "batches": "--batches",
+    "partitions": "--partitions",
+    "rows_per_batch": "--rows-per-batch",
+    "keyspace": "--keyspace",
+    "cluster": "--cluster",
+    "workers": "--workers",
+    "checkpoint": "--checkpoint",
+    "snapshot_interval": "--snapshot-interval",
+    "hedge": "--hedge",
+    "slow_task": "--slow-task",
+    "source": "--source",
+    "landing": "--landing",
+    "duration_s": "--duration",
+    "until_records": "--until-records",
+    "stop_file": "--stop-file",
+    "trigger_ms": "--trigger-ms",
+    "retain": "--retain",
+    "maintenance_interval_s": "--maintenance-interval",
+}

@@ -42,6 +42,7 @@ from prometheus_client.registry import Collector
 
 from statebed_chaos.infra.seaweedfs import free_port
 from statebed_job.procs import Child, spawn
+from statebed_model.experimentdir import ExperimentDir
 from statebed_store.errors import RunFailedError, UsageError
 from statebed_store.localfs import atomic_write
 
@@ -217,7 +218,8 @@ def _read_json(path: Path) -> dict[str, Any] | None:
 
 def _verdict(run_dir: Path) -> Iterator[Metric]:
     """From the load run's `load/verdict.json`, else the chaos experiment's `verdict.json`."""
-    doc = _read_json(run_dir / "load" / "verdict.json") or _read_json(run_dir / "verdict.json")
+    exp = ExperimentDir(run_dir)
+    doc = _read_json(exp.load_verdict) or _read_json(exp.verdict)
     if doc is None or "valid" not in doc:
         return
     said = {True: "valid", False: "invalid"}.get(doc["valid"], "unknown")
@@ -395,7 +397,8 @@ def set_env(name: str, value: str) -> Iterator[None]:
 
 
 def _verdict_written(run_dir: Path) -> bool:
-    return (run_dir / "load" / "verdict.json").exists() or (run_dir / "verdict.json").exists()
+    exp = ExperimentDir(run_dir)
+    return exp.load_verdict.exists() or exp.verdict.exists()
 
 
 def _await_scrape(url: str, expr: str) -> None:

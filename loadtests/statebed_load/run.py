@@ -15,30 +15,33 @@ Run directory (also the job's own run directory):
     load/      summary.json, series.jsonl, locust_stats_history.csv, locust.html, client-acks.jsonl
     logs/      ingest / job / locust stdout and stderr
     history.jsonl, experiment.yaml (with --experiment), processes.json
+
+The storage, the job's command line, process tracking, the nemesis and the fault accounting are
+the harness's (`statebed_chaos.harness`, shared with `statebed chaos run`); this module keeps
+what is about load: the ingest service, Locust, the acknowledgement accounting and the series.
 """
 
 from __future__ import annotations
 
 import contextlib
 import csv
-import json
 import random
 import signal
 import sys
 import time
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from statebed_chaos.driver_process import DriverProcess, python_env
 from statebed_chaos.experiment import Experiment
-from statebed_chaos.faults import FaultContext, fault_class
-from statebed_chaos.nemesis import Nemesis
+from statebed_chaos.harness import Tracker, make_nemesis, run_command, storage, unfired
 from statebed_chaos.schedule import realise
-from statebed_chaos.targets.local import LocalTargets
-from statebed_job.procs import ProcessIdentity, stop_all, track
+from statebed_job.config import JobOptions, Mode
+from statebed_model.experimentdir import ExperimentDir, control_file
+from statebed_model.native_state import NATIVE_MODES, is_native
 from statebed_model.rundir import RunDir
 from statebed_model.sources import IngestSource
 from statebed_store import S3Settings, open_storage
@@ -46,11 +49,12 @@ from statebed_store.errors import RunFailedError, UsageError
 from statebed_store.failpoint_control import Control
 from statebed_store.failpoints import CONTROL_ENV
 from statebed_store.naming import commit_path
-from statebed_verify import Verdict, merge_verdicts, summarise, verify_run
+from statebed_verify import EXIT_CODES, Verdict, merge_verdicts, summarise, verify_run
 from statebed_verify.history import History
 
 from .accounting import Accounting, account, summary_latency
 from .procs import Managed, start_ingest
+from .prometheus import write_latency_histogram
 from .series import locust_rates, series_rows, write_series
 
 __all__ = ["LOCUSTFILE", "LoadOptions", "LoadResult", "job_command", "locust_command", "run_load"]
@@ -79,7 +83,7 @@ class LoadOptions:
     kill_ingest_at_s: float | None = None  # SIGKILL the ingest service this long into the load, restart it on its port
 
     def __post_init__(self) -> None:
-        if self.shape not in SHAPES or self.keys not in KEYS or self.format not in ("v1", "v2", "native"):
+        if self.shape not in SHAPES or self.keys not in KEYS or self.format not in ("v1", "v2", *NATIVE_MODES):
             raise UsageError(f"--shape {self.shape!r} / keys {self.keys!r} / --format {self.format!r}: unknown")
         if min(self.users, self.batch_size, self.partitions, self.keyspace) < 1 or self.spawn_rate <= 0 or self.duration_s <= 0:
             raise UsageError("--users, --spawn-rate, --duration (and batch size, partitions, keyspace) must be > 0")
@@ -106,33 +110,8 @@ class LoadResult:
 
     @property
     def exit_code(self) -> int:
-        if self.lost_acknowledged or self.duplicated or self.valid is False:
-            return 1
-        return 0 if self.valid is True else 3
-
-
-class _Tracker:
-    """Every process of the run, pinned by identity as seen while it lived (for stop and the leak check)."""
-
-    def __init__(self) -> None:
-        self.seen: dict[int, ProcessIdentity] = {}
-        self.roots: list[int] = []
-
-    def add(self, pid: int) -> None:
-        self.roots.append(pid)
-        self.snapshot()
-
-    def snapshot(self) -> None:
-        track(self.roots, self.seen)
-
-    def stop(self) -> list[int]:
-        """Stop whatever is left (the PIDs): the job's JVM and Python workers outlive a driver that
-        exited on its own, orphaned, until they notice; the leak check must not race them."""
-        self.snapshot()
-        return stop_all(list(self.seen.values()))
-
-    def write(self, path: Path) -> None:
-        path.write_text(json.dumps([i.to_json() for i in self.seen.values()], indent=2) + "\n")
+        """From the one verdict table: a lost or doubled acknowledged record is invalid whatever else held."""
+        return EXIT_CODES[False if self.lost_acknowledged or self.duplicated else self.valid]
 
 
 def run_load(opts: LoadOptions, out: Path, *, say: Callable[[str], None] = lambda _: None) -> LoadResult:
@@ -140,7 +119,8 @@ def run_load(opts: LoadOptions, out: Path, *, say: Callable[[str], None] = lambd
     out = out.absolute()
     if out.exists() and any(out.iterdir()):
         raise UsageError(f"{out}: not empty (a load run needs a new directory)")
-    (out / "load").mkdir(parents=True)
+    xdir = ExperimentDir(out)
+    xdir.load.mkdir(parents=True)
     exp = opts.experiment
     seed = (
         opts.seed
@@ -151,55 +131,38 @@ def run_load(opts: LoadOptions, out: Path, *, say: Callable[[str], None] = lambd
     )
     if exp is not None:
         exp = replace(exp, seed=seed, faults=realise(exp, seed), schedule=None, format=opts.format)
-        (out / "experiment.yaml").write_text(exp.to_yaml())
+        xdir.write_experiment(exp.to_yaml())
     result = LoadResult(run_dir=str(out))
-    tracker = _Tracker()
-    with _storage(exp, out, seed) as (env, s3, services):  # S3 outlives the job: the verifiers read the checkpoint there
+    tracker = Tracker()
+    with storage(exp, out, out, seed) as (env, services):  # S3 outlives the job: the verifiers read the checkpoint there
         try:
             with contextlib.ExitStack() as stack:
                 code = _drive(opts, exp, seed, out, env, services, stack, tracker, say, result)
         finally:
             if left := tracker.stop():
                 say(f"stopped {len(left)} processes still running after the run: pids {left}")
-            tracker.write(out / "processes.json")
+            tracker.write(xdir)
         if code is not None:
-            _judge(out, s3, opts, code, result)
-    (out / "load" / "summary.json").write_text(json.dumps(result.to_json(), indent=2) + "\n")
-    (out / "load" / "verdict.json").write_text(json.dumps({**result.to_json(), "reasons": result.reasons, "checks": result.checks}) + "\n")
+            _judge(out, None if services is None else services.settings, opts, code, result)
+    xdir.write_load(result.to_json(), {**result.to_json(), "reasons": result.reasons, "checks": result.checks})
     return result
 
 
-@contextlib.contextmanager
-def _storage(exp: Experiment | None, out: Path, seed: int) -> Iterator[tuple[dict[str, str], S3Settings | None, Any]]:
-    if exp is None or exp.storage == "local":
-        yield {}, None, None
-        return
-    from statebed_chaos.infra import storage_services
-
-    with storage_services(out / "infra", run_dir=out, api=exp.proxy_api, seed=seed) as svc:
-        env = {
-            "STATEBED_S3_ENDPOINT": svc.endpoint,
-            "AWS_ACCESS_KEY_ID": svc.settings.access_key,
-            "AWS_SECRET_ACCESS_KEY": svc.settings.secret_key,
-        }
-        yield env, svc.settings, svc
+def job_options(opts: LoadOptions, exp: Experiment | None, seed: int, out: Path) -> JobOptions:
+    """A continuous ingest run over the landing area until the stop file (with an experiment: its workload, cluster, sizes)."""
+    given: dict[str, Any] = {"partitions": opts.partitions}
+    if exp is not None:
+        given = {"workload": exp.workload, "cluster": exp.cluster, "workers": exp.workers, "partitions": exp.partitions}
+        given["snapshot_interval"] = exp.snapshot_interval
+        if exp.storage == "s3" and not is_native(opts.format):
+            given["checkpoint"] = f"s3://statebed/load-{out.name}-{seed}"
+    given |= {"source": "ingest", "landing": str(out / "landing"), "stop_file": str(ExperimentDir(out).load / "stop")}
+    return JobOptions(seed=seed, mode=cast(Mode, opts.format), trigger_ms=opts.trigger_ms, **given)
 
 
 def job_command(opts: LoadOptions, exp: Experiment | None, seed: int, out: Path) -> list[str]:
-    cmd = [sys.executable, "-m", "statebed_cli.main", "run", "--run-dir", str(out), "--no-verify", "--json", "--seed", str(seed)]
-    cmd += ["--source", "ingest", "--landing", str(out / "landing"), "--stop-file", str(out / "load" / "stop"), "--metrics-port", "0"]
-    cmd += (
-        ["--trigger-ms", str(opts.trigger_ms), "--native"]
-        if opts.format == "native"
-        else ["--trigger-ms", str(opts.trigger_ms), "--format", opts.format]
-    )
-    if exp is None:
-        return [*cmd, "--partitions", str(opts.partitions)]
-    cmd += ["--workload", exp.workload, "--cluster", exp.cluster, "--workers", str(exp.workers)]
-    cmd += ["--partitions", str(exp.partitions), "--snapshot-interval", str(exp.snapshot_interval)]
-    if exp.storage == "s3" and opts.format != "native":
-        cmd += ["--checkpoint", f"s3://statebed/load-{out.name}-{seed}"]
-    return cmd
+    """The load run's `statebed run` (its Prometheus /metrics on any free port)."""
+    return run_command(out, job_options(opts, exp, seed, out), metrics_port=0)
 
 
 def locust_command(opts: LoadOptions, url: str, seed: int, out: Path) -> list[str]:
@@ -221,7 +184,7 @@ def _drive(
     env: dict[str, str],
     services: Any,
     stack: contextlib.ExitStack,
-    tracker: _Tracker,
+    tracker: Tracker,
     say: Callable[[str], None],
     result: LoadResult,
 ) -> int | None:
@@ -230,8 +193,9 @@ def _drive(
     stack.callback(ingest.stop)
     tracker.add(ingest.pid)
     say(f"ingest service pid {ingest.pid} at {url}")
-    control = Control(out / "failpoints" / "control.json")
-    nemesis = _nemesis(exp, out, control, services, seed, say)
+    control = Control(control_file(out))
+    history = History(ExperimentDir(out).history)
+    nemesis = None if exp is None or not exp.faults else make_nemesis(exp, exp.faults, out, control, history, services, seed, say)
     if nemesis is not None:
         nemesis.prepare()
         stack.callback(nemesis.stop)
@@ -279,7 +243,7 @@ def _post_warm_up(url: str) -> None:
 
 
 def _restart_ingest(
-    old: Managed, url: str, out: Path, stack: contextlib.ExitStack, tracker: _Tracker, say: Callable[[str], None]
+    old: Managed, url: str, out: Path, stack: contextlib.ExitStack, tracker: Tracker, say: Callable[[str], None]
 ) -> Managed:
     """SIGKILL the ingest service mid-load (no graceful anything), then start a new one on its port."""
     old.signal(signal.SIGKILL)
@@ -291,25 +255,7 @@ def _restart_ingest(
     return new
 
 
-def _nemesis(exp: Experiment | None, out: Path, control: Control, services: Any, seed: int, say: Callable[[str], None]) -> Nemesis | None:
-    if exp is None or not exp.faults:
-        return None
-    ctx = FaultContext(
-        run=RunDir(out),
-        mode=exp.format,
-        cluster=exp.cluster,
-        targets=LocalTargets(out),
-        control=control,
-        history=History(out / "history.jsonl"),
-        proxy=None if services is None else services.proxy,
-        seed=seed,
-    )
-    if services is not None:
-        ctx.proxy_record = services.record
-    return Nemesis(ctx, [(s, fault_class(s.kind)(s)) for s in exp.faults], say)
-
-
-def _wait(done: Callable[[], bool], dead: list[Callable[[], int | None]], tracker: _Tracker, timeout_s: float, what: str) -> None:
+def _wait(done: Callable[[], bool], dead: list[Callable[[], int | None]], tracker: Tracker, timeout_s: float, what: str) -> None:
     """Until `done`; a process in `dead` that exited first, or the timeout, is a failed run."""
     deadline = time.monotonic() + timeout_s
     while not done():
@@ -326,10 +272,9 @@ def _judge(out: Path, s3: S3Settings | None, opts: LoadOptions, code: int, resul
     if code != 0:
         verdicts.append("unknown")
         result.reasons.append(f"the job exited {code} (see {out / 'logs' / 'job.err'})")
-    for f in result.checks.get("faults", []):
-        if f.get("fired") is not True:
-            verdicts.append("unknown")
-            result.reasons.append(f"fault {f['id']} {f['kind']} did not provably fire: {f.get('detail')}")
+    for why in unfired(result.checks.get("faults", [])):
+        verdicts.append("unknown")
+        result.reasons.append(why)
     run = RunDir(out, s3)
     composite = verify_run(out, s3)
     result.checks.update(summarise(composite))
@@ -357,7 +302,8 @@ def _fill(result: LoadResult, acc: Accounting, out: Path) -> None:
     if acc.latencies:
         span = max(c for c, _, _ in acc.latencies) - min(i for _, i, _ in acc.latencies)
         result.events_per_s = round(sum(n for _, _, n in acc.latencies) / span, 1) if span > 0 else 0.0
-    write_series(out / "load" / "series.jsonl", series_rows(acc, locust_rates(out / "load" / "locust_stats_history.csv")))
+    write_series(ExperimentDir(out).series, series_rows(acc, locust_rates(out / "load" / "locust_stats_history.csv")))
+    write_latency_histogram(out / "load", acc.latencies)  # the ingest->commit histogram --prometheus serves
 
 
 def _locust_totals(stats_csv: Path) -> tuple[int, int]:

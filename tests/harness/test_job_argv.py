@@ -1,0 +1,107 @@
+"""`JobOptions.to_argv()` is the one builder of a `statebed run` command line: the real CLI
+parser turns it back into exactly the same options, for the defaults and for every option
+set to something else; and the harness and the report build their command lines with it."""
+
+from __future__ import annotations
+
+import dataclasses
+import shlex
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from statebed_chaos.experiment import parse_experiment
+from statebed_chaos.harness import job_command, job_options
+from statebed_cli.commands.run import _options
+from statebed_cli.main import build_parser
+from statebed_job.config import JobOptions
+from statebed_load.run import LoadOptions
+from statebed_load.run import job_command as load_job_command
+from statebed_model.rundir import RunDir, RunInfo
+from statebed_report.records import read_run
+from statebed_report.run_report import view_of_run
+
+# one value other than the default for every field of JobOptions (a new field needs one here)
+NON_DEFAULT: dict[str, dict[str, Any]] = {
+    "workload": {"workload": "sample3"},
+    "batches": {"batches": 9},
+    "partitions": {"partitions": 7},
+    "rows_per_batch": {"rows_per_batch": 123},
+    "keyspace": {"keyspace": 17},
+    "mode": {"mode": "v1"},
+    "cluster": {"cluster": "standalone"},
+    "workers": {"workers": 3},
+    "checkpoint": {"checkpoint": "s3://bucket/some prefix"},
+    "snapshot_interval": {"snapshot_interval": 4},
+    "hedge": {"hedge": "adaptive"},
+    "slow_task": {"slow_task": "1:0:2500"},
+    "source": {"source": "ingest", "landing": "/tmp/land ing"},
+    "landing": {"source": "ingest", "landing": "relative/landing"},
+    "duration_s": {"source": "ingest", "landing": "l", "duration_s": 0.1},
+    "until_records": {"source": "ingest", "landing": "l", "until_records": 5},
+    "stop_file": {"source": "ingest", "landing": "l", "stop_file": "/abs/stop"},
+    "trigger_ms": {"trigger_ms": 77},
+    "extra_conf": {"extra_conf": {"spark.a": "1", "spark.b": "x=y"}},
+    "seed": {"seed": 2**63 - 1},
+    "retain": {"retain": 3},
+    "maintenance_interval_s": {"maintenance_interval_s": 0.0},
+}
+
+
+def parse(argv: list[str]) -> JobOptions:
+    """What `statebed run ARGV` runs with (the real parser and the real argument-to-options step)."""
+    return _options(build_parser().parse_args(["run", *argv]))
+
+
+def test_every_field_has_a_non_default_sample() -> None:
+    assert set(NON_DEFAULT) == {f.name for f in dataclasses.fields(JobOptions)}
+
+
+def test_defaults_round_trip() -> None:
+    opts = JobOptions(seed=42)
+    assert parse(opts.to_argv()) == opts
+
+
+@pytest.mark.parametrize("field", sorted(NON_DEFAULT))
+def test_every_non_default_option_round_trips(field: str) -> None:
+    opts = JobOptions(**{"seed": 3, **NON_DEFAULT[field]})
+    assert parse(opts.to_argv()) == opts
+
+
+def test_native_and_everything_at_once_round_trip() -> None:
+    every: dict[str, Any] = {}
+    for sample in NON_DEFAULT.values():
+        every |= sample
+    for mode in ("native", "native-v1", "native-v2", "v1"):
+        opts = JobOptions(**{**every, "mode": mode})
+        assert parse(opts.to_argv()) == opts
+
+
+def test_the_chaos_harness_command_is_the_experiments_options(tmp_path: Path) -> None:
+    exp = parse_experiment({"name": "x", "batches": 4, "partitions": 5, "rows_per_batch": 50, "storage": "s3", "workers": 3})
+    cmd = job_command(exp, 9, tmp_path / "faulted")
+    assert cmd[cmd.index("run") + 1 :][:5] == ["--run-dir", str(tmp_path / "faulted"), "--no-verify", "--json", "--workload"]
+    opts = parse(cmd[cmd.index("--workload") :])
+    assert opts == job_options(exp, 9, tmp_path / "faulted")
+    assert (opts.batches, opts.partitions, opts.rows_per_batch, opts.workers, opts.seed) == (4, 5, 50, 3, 9)
+    assert opts.checkpoint == f"s3://statebed/{tmp_path.name}-faulted-9"
+
+
+def test_the_load_command_is_an_ingest_run(tmp_path: Path) -> None:
+    cmd = load_job_command(LoadOptions(partitions=4, trigger_ms=250), None, 11, tmp_path)
+    assert cmd[cmd.index("--metrics-port") + 1] == "0"
+    opts = parse(cmd[cmd.index("--workload") :])
+    assert (opts.source, opts.landing, opts.stop_file) == ("ingest", str(tmp_path / "landing"), str(tmp_path / "load" / "stop"))
+    assert (opts.partitions, opts.trigger_ms, opts.seed, opts.mode) == (4, 250, 11, "v2")
+
+
+def test_the_reports_reproduce_line_replays_the_saved_options(tmp_path: Path) -> None:
+    opts = JobOptions(seed=8, hedge="on", batches=2, extra_conf={"spark.x": "1"})
+    run = RunDir(tmp_path / "run")
+    run.create(
+        RunInfo(workload=opts.workload, mode=opts.mode, partitions=opts.partitions, checkpoint=opts.checkpoint, params=opts.to_json())
+    )
+    line = shlex.split(view_of_run(read_run(run.root)).reproduce)
+    assert line[:4] == ["statebed", "run", "--run-dir", f"{run.root}-replay"]
+    assert parse(line[4:]) == opts  # --hedge was missing from the hand-built line
