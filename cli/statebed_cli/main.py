@@ -24,10 +24,10 @@ from statebed_store.errors import ProtocolViolationError, RunFailedError, Stateb
 from statebed_store.log import get_logger, setup_logging
 from statebed_store.naming import printable
 
-from .commands import chaos, cluster, demo, diff, dump, load, ls, plan, proxy, report, rewind, run, verify
+from .commands import chaos, cleanup, cluster, demo, diff, dump, load, ls, plan, proxy, report, rewind, run, verify
 from .common import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_PROTOCOL, EXIT_RUN_FAILED, EXIT_UNUSABLE
 
-COMMANDS = (run, verify, cluster, plan, ls, dump, diff, rewind, demo, proxy, chaos, report, load)
+COMMANDS = (run, verify, cluster, plan, ls, dump, diff, rewind, cleanup, demo, proxy, chaos, report, load)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -73,6 +73,7 @@ class BatchDriver:
         self.store_options = StoreOptions(
             format="v1" if opts.mode == "v1" else "v2",
             snapshot_interval=opts.snapshot_interval,
+            retain_versions=opts.retain,  # read by the run's maintenance
             hedge=opts.hedge,  # type: ignore[arg-type]  # checked by JobOptions
         )
         self.log = CommitLog(hedged(storage, self.store_options))  # commit-log writes timed (and hedged if asked)

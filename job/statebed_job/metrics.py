@@ -18,6 +18,7 @@ from statebed_store.failpoint_control import Control
 from statebed_store.netaddr import check_bind
 
 from .driver import BatchOutcome
+from .maintenance import PassRecord
 
 __all__ = ["DriverMetrics", "FaultsActive"]
 
@@ -61,6 +62,14 @@ class DriverMetrics:
         )
         self.hedges_sent = Counter("statebed_upload_hedges_sent", "hedged second uploads started, by kind", ["kind"], registry=r)
         self.hedges_won = Counter("statebed_upload_hedges_won", "hedged uploads that finished first, by kind", ["kind"], registry=r)
+        self.maint_passes = Counter("statebed_maintenance_passes", "maintenance passes run", registry=r)
+        self.maint_files = Counter("statebed_maintenance_deleted_files", "files maintenance deleted", registry=r)
+        self.maint_bytes = Counter("statebed_maintenance_deleted_bytes", "bytes maintenance deleted", registry=r)
+        self.maint_requests = Counter("statebed_maintenance_requests", "storage requests of maintenance", registry=r)
+        self.maint_failures = Counter("statebed_maintenance_failures", "store cleanups that failed (logged, never fatal)", registry=r)
+        self.maint_seconds = Histogram(
+            "statebed_maintenance_store_seconds", "one store's cleanup in a maintenance pass", buckets=UPLOAD_BUCKETS, registry=r
+        )
         r.register(FaultsActive(Control(control)))
         self.server, _ = start_http_server(port, addr=host, registry=r)
 
@@ -75,6 +84,17 @@ class DriverMetrics:
                 self.uploads.labels(kind).observe(ms / 1000.0)
             self.hedges_sent.labels(kind).inc(row.get("hedges_sent", 0))
             self.hedges_won.labels(kind).inc(row.get("hedges_won", 0))
+
+    def maintenance(self, records: list[PassRecord]) -> None:
+        """One maintenance pass: a row per store cleaned."""
+        self.maint_passes.inc()
+        for rec in records:
+            self.maint_files.inc(rec.files_deleted)
+            self.maint_bytes.inc(rec.bytes_deleted)
+            self.maint_requests.inc(rec.requests)
+            self.maint_seconds.observe(rec.seconds)
+            if rec.error is not None:
+                self.maint_failures.inc()
 
     def close(self) -> None:
         self.server.shutdown()

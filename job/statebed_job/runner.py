@@ -35,6 +35,7 @@ from statebed_store.storage.base import Storage
 from .cluster import StandaloneCluster
 from .config import JobOptions
 from .driver import BatchDriver, BatchOutcome
+from .maintenance import Maintenance, OnPass, PassRecord
 from .query import start_query
 
 __all__ = ["RunSummary", "default_run_dir", "run_job"]
@@ -108,7 +109,7 @@ def _check_checkpoint(storage: Storage, run: RunDir, opts: JobOptions, resume: b
             f"use a new --checkpoint, or `statebed run --resume {run.root}` to continue that run"
         )
     latest = log_.read(batches[-1])
-    if latest is not None and opts.mode != "native" and (latest.state_ids is None) != (opts.mode == "v1"):
+    if latest is not None and not opts.native and (latest.state_ids is None) != (opts.mode == "v1"):
         kind = "V1" if latest.state_ids is None else "V2"
         raise UsageError(f"{storage.display(COMMITS_DIR)} was written in {kind} format; this run asks for {opts.mode}")
 
@@ -162,7 +163,7 @@ def run_job(
             workload=opts.workload,
             mode=opts.mode,
             partitions=opts.partitions,
-            checkpoint="spark-checkpoint" if opts.mode == "native" else opts.checkpoint,
+            checkpoint="spark-checkpoint" if opts.native else opts.checkpoint,
             params=opts.to_json(),
             source=_source_description(opts),
         )
@@ -170,7 +171,7 @@ def run_job(
         raise UsageError(f"{run.root} read the source {info.source}; a resumed run cannot change it (asked {_source_description(opts)})")
     loc = run.checkpoint_location(info)
     storage = open_storage(loc, s3, create_bucket=loc.startswith("s3://"))
-    if opts.mode != "native":
+    if not opts.native:
         _check_checkpoint(storage, run, opts, resume)
     source = open_source(info, run, s3)
     if opts.continuous:
@@ -186,6 +187,7 @@ def run_job(
     statuses: dict[str, int] = {}
 
     metrics = _start_metrics(run, metrics_port)
+    on_pass = _record_passes(run, metrics, resume)
 
     def on_batch(outcome: BatchOutcome) -> None:
         statuses[outcome.status] = statuses.get(outcome.status, 0) + 1
@@ -196,7 +198,7 @@ def run_job(
     t0 = time.perf_counter()
     try:
         with _master(opts, run, master) as master_url:
-            progress_rows = _stream(run, opts, source, storage, s3, master_url, on_batch, lambda: bar.records)
+            progress_rows = _stream(run, opts, source, storage, s3, master_url, on_batch, lambda: bar.records, on_pass)
     finally:
         if metrics is not None:
             metrics.close()
@@ -237,6 +239,31 @@ def _start_metrics(run: RunDir, port: int | None) -> Any:
     return m
 
 
+def _record_passes(run: RunDir, metrics: Any, resume: bool) -> OnPass:
+    """Each maintenance pass into `<run>/maintenance.jsonl` (and /metrics when it is served)."""
+    rows = run.maintenance() if resume else []
+
+    def on_pass(records: list[PassRecord]) -> None:
+        rows.extend(r.to_json() for r in records)
+        run.write_maintenance(rows)
+        if metrics is not None:
+            metrics.maintenance(records)
+
+    return on_pass
+
+
+def _start_maintenance(storage: Storage, driver: BatchDriver | None, opts: JobOptions, on_pass: OnPass) -> Maintenance | None:
+    """statebed's stores only: in native mode Spark runs its own maintenance."""
+    if driver is None:
+        return None
+    o = driver.store_options
+    m = Maintenance(
+        storage, retain=o.retain_versions, interval_s=opts.maintenance_interval_s, sst_grace_s=o.sst_orphan_grace_s, on_pass=on_pass
+    )
+    m.start()
+    return m
+
+
 def _spark_error(e: BaseException, what: str, driver: BatchDriver | None = None) -> StatebedError:
     """Spark and py4j errors as one line a user can act on (the JVM's trace stays in the cause).
 
@@ -273,6 +300,7 @@ def _stream(
     master_url: str,
     on_batch: Any,
     committed: Callable[[], int],
+    on_pass: OnPass,
 ) -> list[dict[str, Any]]:
     """Start the session and the query, wait until every batch ran, stop the session."""
     from .session import build_session, failpoint_control
@@ -286,11 +314,19 @@ def _stream(
         raise
     previous_control = failpoints.use_control(failpoint_control(run))  # the driver follows it too
     driver: BatchDriver | None = None
+    maintenance: Maintenance | None = None
     try:
-        driver = None if opts.mode == "native" else BatchDriver(run, opts, storage, s3)
+        driver = None if opts.native else BatchDriver(run, opts, storage, s3)
         if driver is not None:  # once Spark runs: a run that never started leaves no checkpoint behind
             record_partitioner(storage, run_partitioner(opts.workload, opts.partitions))  # what the verifiers check keys against
-        query = start_query(spark, run, opts, source, driver, on_batch)
+        maintenance = _start_maintenance(storage, driver, opts, on_pass)
+
+        def batch_done(outcome: BatchOutcome) -> None:
+            on_batch(outcome)
+            if maintenance is not None and outcome.status in ("committed", "re-emitted"):
+                maintenance.committed(outcome.batch_id)
+
+        query = start_query(spark, run, opts, source, driver, batch_done)
         try:
             if opts.continuous:
                 _until_stopped(query, opts, committed)
@@ -301,12 +337,18 @@ def _stream(
             raise
         if query.exception() is not None:
             raise _spark_error(query.exception(), "the streaming query failed", driver)  # type: ignore[arg-type]
+        if opts.native:  # while the session is up: Spark's state data source against statebed's reader
+            from .native_reader import check_readers
+
+            check_readers(spark, run)
         return [p for p in query.recentProgress if p.get("numInputRows")] if query.recentProgress else []
     except Exception as e:
         if type(e).__module__.startswith(("pyspark", "py4j")):
             raise _spark_error(e, "the streaming query failed", driver) from e
         raise
     finally:
+        if maintenance is not None:
+            maintenance.stop()
         failpoints.use_control(previous_control)
         close_providers()
         spark.stop()

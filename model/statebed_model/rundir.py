@@ -8,6 +8,7 @@
                                committed batch's one is what a restarted driver re-emits)
       output/<batchId>.parquet the sink: one file per committed batch, written create-only
       timings/<batchId>-<ns>.json  one object per batch run: seconds, records, attempts
+      maintenance.jsonl        one line per store per maintenance pass (`statebed_job.maintenance`)
       checkpoint/              statebed's checkpoint (commits/ + state/) unless run.json names
                                another location (a directory or s3://...)
       spark-checkpoint/        Spark's own query checkpoint (offsets, commits, the file source's
@@ -47,9 +48,10 @@ from statebed_store.storage import Storage, open_storage
 
 from .attempts import ATTEMPTS_DIR
 
-__all__ = ["INPUT_SCHEMA", "RUN_SCHEMA", "RunDir", "RunInfo", "read_parquet", "table_bytes"]
+__all__ = ["INPUT_SCHEMA", "MAINTENANCE_LOG", "RUN_SCHEMA", "RunDir", "RunInfo", "read_parquet", "table_bytes"]
 
 RUN_SCHEMA = 1
+MAINTENANCE_LOG = "maintenance.jsonl"
 INPUT_SCHEMA = pa.schema([("id", pa.int64()), ("key", pa.int64()), ("value", pa.int64())])
 
 
@@ -225,6 +227,20 @@ class RunDir:
         if not isinstance(doc, dict):
             raise CorruptFileError(self.display(name), "a timing record must be a JSON object")
         return doc
+
+    # -- maintenance passes: the whole log per write (S3 has no append; one writer per run) --
+    def write_maintenance(self, rows: list[dict[str, Any]]) -> None:
+        self.storage.write(MAINTENANCE_LOG, b"".join(json.dumps(r).encode() + b"\n" for r in rows))
+
+    def maintenance(self) -> list[dict[str, Any]]:
+        """Every maintenance record so far ([] before the first pass)."""
+        if not self.storage.exists(MAINTENANCE_LOG):
+            return []
+        lines = self.storage.read(MAINTENANCE_LOG).splitlines()
+        rows = [loads_strict(line, file=self.display(MAINTENANCE_LOG), what="maintenance record") for line in lines if line.strip()]
+        if not all(isinstance(r, dict) for r in rows):
+            raise CorruptFileError(self.display(MAINTENANCE_LOG), "a maintenance record must be a JSON object")
+        return rows
 
 
 def table_bytes(table: pa.Table) -> bytes:

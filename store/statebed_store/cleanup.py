@@ -22,6 +22,10 @@ Why each delete is safe:
   changelog is kept, so a load of any of them can fall back to that base.
 * If a retained version cannot be planned, nothing is deleted: cleanup never turns a
   damaged checkpoint into a lost one.
+* Deletes go out in batches, state files before their sidecars and SSTs last; a process
+  killed between two batches (failpoint `cleanup.delete.between`) leaves only files no
+  retained plan needs, which the next pass deletes (a sidecar whose main file is gone is
+  an orphan sidecar).
 
 Cost: one LIST of the store directory, one of its `SSTs/`, one header read per retained
 changelog not yet in the header cache, one zip metadata read per kept snapshot not yet
@@ -35,8 +39,10 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from . import failpoints
 from .commitlog import CommitLog
 from .errors import CheckpointFileError, StatebedError, UnplannableError
+from .inspection import discover_stores, store_index
 from .lineage import CheckpointRef
 from .log import get_logger, kv
 from .naming import CHANGELOG, COMMITS_DIR, SNAPSHOT, SST_DIR, StateFileName, StoreId, parse_state_file, sidecar_main
@@ -45,9 +51,12 @@ from .storage.base import Storage
 from .store_files import HeaderCache, StoreFiles
 from .unpack import check_listed
 
-__all__ = ["CleanupReport", "cleanup_store", "retained_versions"]
+__all__ = ["DELETE_BATCH", "CheckpointCleanup", "CleanupReport", "cleanup_checkpoint", "cleanup_store", "retained_versions"]
 
 log = get_logger("cleanup")
+
+DELETE_BATCH = 1000  # S3's DeleteObjects limit: one request per batch
+failpoints.register("cleanup.delete.between", "cleanup: between two delete batches (drop: stop deleting; the next pass finishes)")
 
 
 @dataclass
@@ -57,6 +66,17 @@ class CleanupReport:
     deleted: list[str] = field(default_factory=list)
     orphans: list[str] = field(default_factory=list)  # subset of `deleted`: losing attempts
     ssts_deleted: list[str] = field(default_factory=list)
+    reasons: dict[str, str] = field(default_factory=dict)  # shown path -> why it is deleted
+    sizes: dict[str, int] = field(default_factory=dict)  # shown path -> bytes, as listed
+    dry_run: bool = False
+
+    @property
+    def files_deleted(self) -> int:
+        return len(self.deleted) + len(self.ssts_deleted)
+
+    @property
+    def bytes_deleted(self) -> int:
+        return sum(self.sizes.values())
 
 
 def retained_versions(
@@ -72,6 +92,64 @@ def retained_versions(
     return out
 
 
+@dataclass
+class CheckpointCleanup:
+    """Every store's cleanup of one checkpoint, at one latest batch."""
+
+    latest_batch: int | None
+    first_retained: int | None
+    stores: list[CleanupReport] = field(default_factory=list)
+
+    @property
+    def files(self) -> int:
+        return sum(r.files_deleted for r in self.stores)
+
+    @property
+    def bytes(self) -> int:
+        return sum(r.bytes_deleted for r in self.stores)
+
+
+def cleanup_checkpoint(
+    storage: Storage,
+    retain: int | None,
+    *,
+    sst_orphan_grace_s: float = 600.0,
+    dry_run: bool = False,
+    delete_batch: int = DELETE_BATCH,
+) -> CheckpointCleanup:
+    """Clean every store, keeping the last `retain` committed batches loadable (None: every batch
+    the commit log still holds, newest contiguous run: a Spark checkpoint whose own retention
+    already dropped older entries). Stores are planned before any is cleaned: a store that cannot
+    be planned stops the whole cleanup before anything is deleted."""
+    log_ = CommitLog(storage)
+    batches = log_.batch_ids()
+    if not batches:
+        return CheckpointCleanup(None, None)
+    latest = batches[-1]
+    first = latest - retain + 1 if retain is not None else _contiguous_start(batches)
+    first = max(first, 0)
+    stores = discover_stores(storage)
+    retained: list[tuple[StoreId, list[CheckpointRef]]] = []
+    for s in stores:
+        idx = store_index(s, [t.store_name for t in stores if (t.operator, t.partition) == (s.operator, s.partition)])
+        retained.append((s, retained_versions(log_, idx, s.operator, s.partition, latest, latest - first + 1)))
+    out = CheckpointCleanup(latest, first)
+    cache = HeaderCache()
+    for s, refs in retained:
+        out.stores.append(
+            cleanup_store(storage, s, refs, sst_orphan_grace_s=sst_orphan_grace_s, cache=cache, dry_run=dry_run, delete_batch=delete_batch)
+        )
+    return out
+
+
+def _contiguous_start(batches: list[int]) -> int:
+    first = batches[-1]
+    present = set(batches)
+    while first - 1 in present:
+        first -= 1
+    return first
+
+
 def cleanup_store(
     storage: Storage,
     store: StoreId,
@@ -80,9 +158,12 @@ def cleanup_store(
     sst_orphan_grace_s: float = 600.0,
     cache: HeaderCache | None = None,
     now: float | None = None,
+    dry_run: bool = False,
+    delete_batch: int = DELETE_BATCH,
 ) -> CleanupReport:
-    """Delete what no retained committed version needs. `retained` must be committed versions."""
-    report = CleanupReport(store, len(retained))
+    """Delete what no retained committed version needs. `retained` must be committed versions.
+    With `dry_run` the report says what would go, and nothing is deleted."""
+    report = CleanupReport(store, len(retained), dry_run=dry_run)
     if not retained:
         return report
     latest = max(r.version for r in retained)
@@ -133,20 +214,23 @@ def cleanup_store(
     if skipped:
         log.warning("damaged snapshots are not relied on", extra=kv(store=str(store), snapshots=[str(b) for b in sorted(skipped)]))
     committed_ids = {(r.version, r.id) for r in retained}
+    oldest_version = min(r.version for r in retained)
     doomed: list[StateFileName] = [n for n in files.files if n.version <= latest and n not in keep]
     deleted_names = {n.name for n in doomed}
-    paths = [store.path(n.name) for n in doomed]
-    report.orphans = [
-        storage.display(store.path(n.name))
-        for n in doomed
-        if n.version >= min(r.version for r in retained) and (n.version, n.id) not in committed_ids
-    ]
+    why: dict[str, tuple[str, int]] = {}  # store-relative path -> (reason, bytes)
+    for n in sorted(doomed, key=lambda n: (n.version, n.name)):
+        losing = n.version >= oldest_version and (n.version, n.id) not in committed_ids
+        why[store.path(n.name)] = (f"orphan of attempt {n.id}" if losing else "superseded version", files.files[n].size)
+    report.orphans = [storage.display(store.path(n.name)) for n in doomed if why[store.path(n.name)][0].startswith("orphan")]
     present = {n.name for n in files.files}
-    for side in files.sidecars:
+    for side, info in sorted(files.sidecars.items()):
         main = sidecar_main(side)
         owner = parse_state_file(main) if main else None
-        if owner is not None and (main in deleted_names or (main not in present and owner.version <= latest)):
-            paths.append(store.path(side))
+        if owner is not None and main in deleted_names:
+            why[store.path(side)] = (f"sidecar of {main} ({why[store.path(main)][0]})", info.size)
+        elif owner is not None and main not in present and owner.version <= latest:
+            why[store.path(side)] = (f"orphan sidecar (no {main})", info.size)
+    paths = list(why)
     # SSTs: referenced by kept snapshots or by any snapshot of an undecided version.
     referenced: set[str] = set()
     for snap in kept_snapshots | {CheckpointRef(n.version, n.id) for n in files.files if n.kind == SNAPSHOT and n.version > latest}:
@@ -157,20 +241,39 @@ def cleanup_store(
                 raise
             log.info("skipping unreadable in-flight snapshot", extra=kv(store=str(store), snapshot=str(snap), error=str(e)))
     now = time.time() if now is None else now
-    sst_paths = [
-        f"{store.dir}/{SST_DIR}/{name}"
-        for name, info in files.sst_listing().items()
-        if name not in referenced and now - info.mtime > sst_orphan_grace_s
-    ]
-    storage.delete(paths + sst_paths)
+    sst_paths = []
+    for name, info in sorted(files.sst_listing().items()):
+        if name not in referenced and now - info.mtime > sst_orphan_grace_s:
+            path = f"{store.dir}/{SST_DIR}/{name}"
+            sst_paths.append(path)
+            why[path] = ("unreferenced SST", info.size)
     report.deleted = [storage.display(p) for p in paths]
     report.ssts_deleted = [storage.display(p) for p in sst_paths]
+    report.reasons = {storage.display(p): r for p, (r, _) in why.items()}
+    report.sizes = {storage.display(p): size for p, (_, size) in why.items()}
+    if not dry_run:
+        _delete(storage, paths + sst_paths, delete_batch)
     if paths or sst_paths:
         log.info(
             "cleanup",
-            extra=kv(store=str(store), retained=len(retained), deleted=len(paths), orphans=len(report.orphans), ssts=len(sst_paths)),
+            extra=kv(
+                store=str(store),
+                retained=len(retained),
+                deleted=len(paths),
+                orphans=len(report.orphans),
+                ssts=len(sst_paths),
+                dry_run=dry_run,
+            ),
         )
     return report
+
+
+def _delete(storage: Storage, paths: list[str], batch: int) -> None:
+    """Delete in batches of `batch` (state files first, SSTs last: the order `paths` has)."""
+    for i in range(0, len(paths), batch):
+        if i and failpoints.hit("cleanup.delete.between"):
+            return
+        storage.delete(paths[i : i + batch])
 
 
 def _check_base(files: StoreFiles, snap: CheckpointRef, *, contents: bool) -> None:

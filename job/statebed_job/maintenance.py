@@ -1,0 +1,169 @@
+"""Maintenance while a run runs: every store keeps its last `retain` committed versions loadable
+and loses the rest (losing attempts' orphans included), as Spark's state store maintenance does.
+
+Off the commit path: one background thread in the driver, woken every `interval_s` seconds
+(0: after every committed batch). A pass cleans stores (`statebed_store.cleanup`, whose module
+docstring argues each delete), least recently cleaned first, until it has spent `max_requests`
+storage requests; the next pass goes on with the others, so a pass is bounded however many
+stores there are. Only versions at or below the latest batch the driver saw committed are
+touched; batches in flight write higher versions. A failure is logged and counted, never
+raised: cleanup that cannot run leaves a checkpoint bigger, not broken.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+
+from statebed_store import CommitLog, HeaderCache
+from statebed_store.cleanup import cleanup_store, retained_versions
+from statebed_store.inspection import discover_stores, store_index
+from statebed_store.log import get_logger, kv
+from statebed_store.naming import StoreId
+from statebed_store.storage.base import Storage
+from statebed_store.storage.counting import CountingStorage
+
+__all__ = ["DEFAULT_INTERVAL_S", "DEFAULT_MAX_REQUESTS", "Maintenance", "OnPass", "PassRecord"]
+
+log = get_logger("maintenance")
+
+DEFAULT_INTERVAL_S = 60.0  # Spark's spark.sql.streaming.stateStore.maintenanceInterval
+DEFAULT_MAX_REQUESTS = 2000  # per pass; a store's cleanup costs a handful in steady state
+
+
+@dataclass
+class PassRecord:
+    """One store's cleanup in one pass (a row of `<run>/maintenance.jsonl`)."""
+
+    pass_no: int
+    store: str
+    latest_batch: int
+    versions_kept: int
+    files_deleted: int = 0
+    bytes_deleted: int = 0
+    orphans_deleted: int = 0
+    requests: int = 0
+    seconds: float = 0.0
+    error: str | None = None
+    at: float = 0.0  # epoch seconds the store's cleanup ended
+
+    def to_json(self) -> dict[str, object]:
+        return asdict(self)
+
+
+OnPass = Callable[[list[PassRecord]], None]
+
+
+class Maintenance:
+    """The background maintenance of one run's statebed checkpoint."""
+
+    def __init__(
+        self,
+        storage: Storage,
+        *,
+        retain: int,
+        interval_s: float = DEFAULT_INTERVAL_S,
+        sst_grace_s: float = 600.0,
+        max_requests: int = DEFAULT_MAX_REQUESTS,
+        on_pass: OnPass | None = None,
+    ) -> None:
+        self.storage = storage
+        self.retain, self.interval_s, self.sst_grace_s, self.max_requests = retain, interval_s, sst_grace_s, max_requests
+        self.on_pass = on_pass
+        self.cache = HeaderCache()
+        self.passes = 0
+        self.failures = 0
+        self._latest: int | None = None  # newest committed batch the driver reported
+        self._done: dict[StoreId, int] = {}  # store -> the latest batch it was cleaned at
+        self._all_cleaned: int | None = None  # every store was cleaned at this latest batch
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    # -- driving --------------------------------------------------------------------------
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._loop, name="statebed-maintenance", daemon=True)
+        self._thread.start()
+
+    def committed(self, batch_id: int) -> None:
+        """The driver committed `batch_id` (called on the batch's thread: only records it)."""
+        self._latest = batch_id if self._latest is None else max(self._latest, batch_id)
+        if self.interval_s == 0:
+            self._wake.set()
+
+    def stop(self) -> None:
+        """Stop the thread after the pass it may be in (a pass is bounded)."""
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            self._wake.wait(timeout=self.interval_s or None)
+            self._wake.clear()
+            if self._stop.is_set():
+                return
+            self.run_pass()
+
+    # -- one pass -------------------------------------------------------------------------
+    def run_pass(self) -> list[PassRecord]:
+        """Clean the stores not yet cleaned at the latest commit, least recently cleaned first,
+        until the request budget is spent; never raises."""
+        latest = self._latest
+        if latest is None or latest == self._all_cleaned:
+            return []  # nothing committed since every store was cleaned
+        self.passes += 1
+        counting = CountingStorage(self.storage)
+        records: list[PassRecord] = []
+        try:
+            stores = discover_stores(counting)
+        except Exception as e:  # never fatal: logged, counted, recorded
+            records.append(self._failed(PassRecord(self.passes, "*", latest, 0), e, counting.total))
+            stores = []
+        log_ = CommitLog(counting)
+        todo = sorted((s for s in stores if self._done.get(s) != latest), key=lambda s: self._done.get(s, -1))
+        for n, store in enumerate(todo):
+            if n and counting.total >= self.max_requests:  # at least one store per pass
+                break
+            records.append(self._clean(counting, log_, stores, store, latest))
+            self._done[store] = latest
+        else:
+            self._all_cleaned = latest if stores else None
+        self._record(records)
+        return records
+
+    def _record(self, records: list[PassRecord]) -> None:
+        if self.on_pass is None:
+            return
+        try:
+            self.on_pass(records)
+        except Exception as e:  # a record that cannot be written must not stop maintenance
+            self.failures += 1
+            log.warning("maintenance pass not recorded", extra=kv(error=f"{type(e).__name__}: {e}"))
+
+    def _clean(self, counting: CountingStorage, log_: CommitLog, stores: list[StoreId], store: StoreId, latest: int) -> PassRecord:
+        t0, before = time.perf_counter(), counting.total
+        rec = PassRecord(self.passes, store.dir, latest, 0)
+        try:
+            siblings = [s.store_name for s in stores if (s.operator, s.partition) == (store.operator, store.partition)]
+            idx = store_index(store, siblings)
+            kept = retained_versions(log_, idx, store.operator, store.partition, latest, self.retain)
+            report = cleanup_store(counting, store, kept, sst_orphan_grace_s=self.sst_grace_s, cache=self.cache)
+        except Exception as e:  # never fatal: logged, counted, recorded
+            return self._failed(rec, e, counting.total - before, t0)
+        rec.versions_kept = report.retained
+        rec.files_deleted, rec.bytes_deleted, rec.orphans_deleted = report.files_deleted, report.bytes_deleted, len(report.orphans)
+        rec.requests, rec.seconds, rec.at = counting.total - before, round(time.perf_counter() - t0, 4), time.time()
+        return rec
+
+    def _failed(self, rec: PassRecord, e: Exception, requests: int, t0: float | None = None) -> PassRecord:
+        self.failures += 1
+        rec.error = f"{type(e).__name__}: {e}"
+        rec.requests, rec.at = requests, time.time()
+        rec.seconds = 0.0 if t0 is None else round(time.perf_counter() - t0, 4)
+        log.warning("maintenance failed", extra=kv(store=rec.store, error=rec.error))
+        return rec

@@ -1,0 +1,183 @@
+"""Maintenance in the job (`statebed_job.maintenance`), on the real driver and tasks without Spark:
+a speculative loser per batch leaves orphans; maintenance keeps the last `retain` committed
+versions loadable, deletes the rest, records each pass, and never raises."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from job_helpers import InProcessJob
+
+from statebed_job.config import JobOptions
+from statebed_job.maintenance import Maintenance, PassRecord
+from statebed_job.task import TaskResult, TaskSpec, close_providers, run_partition
+from statebed_store import StoreFiles, default_uploader
+from statebed_store.errors import UsageError
+from statebed_store.inspection import discover_stores
+from statebed_store.rebuild import rebuildability
+from statebed_store.storage.base import FileInfo
+from statebed_verify.lineage import verify_lineage
+
+BATCHES = 12
+RETAIN = 3
+
+
+@pytest.fixture(autouse=True)
+def _close_providers() -> Iterator[None]:
+    yield
+    default_uploader().drain(60)
+    close_providers()
+
+
+def racing(job: InProcessJob) -> object:
+    """Every partition on executor W; partition 0 also as a speculative copy on executor S (the loser)."""
+
+    def schedule(spec: TaskSpec, parts: list[pa.Table]) -> list[TaskResult]:
+        won = [run_partition(job.executor("W", spec), p, parts[p]) for p in range(spec.partitions)]
+        run_partition(job.executor("S", spec), 0, parts[0], attempt=1)
+        return won
+
+    return schedule
+
+
+def job_with_history(tmp_path: Path, batches: int = BATCHES) -> InProcessJob:
+    opts = JobOptions(workload="count", batches=batches, partitions=2, rows_per_batch=300, keyspace=50, snapshot_interval=4, seed=3)
+    job = InProcessJob(tmp_path / "run", opts)
+    for b in range(batches):
+        job.batch(b, schedule=racing(job))  # type: ignore[arg-type]
+    return job
+
+
+def versions(job: InProcessJob) -> set[int]:
+    return {n.version for s in discover_stores(job.storage) for n in StoreFiles(job.storage, s).files}
+
+
+def test_a_pass_keeps_the_retained_range_and_deletes_the_rest(tmp_path: Path) -> None:
+    job = job_with_history(tmp_path)
+    assert min(versions(job)) == 1  # before: the whole history is there
+    rows: list[PassRecord] = []
+    m = Maintenance(job.storage, retain=RETAIN, interval_s=0, sst_grace_s=0, on_pass=rows.extend)
+    assert m.run_pass() == []  # nothing committed seen yet: no pass
+    m.committed(BATCHES - 1)
+    records = m.run_pass()
+    assert [r.error for r in records] == [None, None] and records == rows
+    assert all(r.versions_kept == RETAIN and r.files_deleted > 0 and r.bytes_deleted > 0 and r.requests > 0 for r in records)
+    assert records[0].orphans_deleted > 0  # partition 0's losing attempts in the retained range
+    doc = rebuildability(job.storage)
+    low = doc["rebuildable"][0][0]
+    assert doc["rebuildable"] == [[low, BATCHES - 1]] and 0 < low <= BATCHES - RETAIN, doc  # the retained range, trimmed below
+    assert min(versions(job)) >= BATCHES - RETAIN - 4 + 1  # at most a snapshot interval below the retained range
+    assert verify_lineage(job.storage).valid
+    # the next pass with nothing new committed is free; a new commit makes one that deletes nothing new
+    assert m.run_pass() == []
+    assert m.passes == 1 and m.failures == 0
+
+
+def test_losing_attempts_files_are_gone_after_a_pass(tmp_path: Path) -> None:
+    job = job_with_history(tmp_path, batches=6)
+    m = Maintenance(job.storage, retain=2, interval_s=0, sst_grace_s=0)
+    m.committed(5)
+    m.run_pass()
+    log_ids = {job.driver.log.read(b).id_for(0, 0) for b in range(6)}  # type: ignore[union-attr]
+    left = {n.id for n in StoreFiles(job.storage, discover_stores(job.storage)[0]).files}
+    assert left <= log_ids  # partition 0: only committed attempts' files are left
+
+
+def test_the_request_budget_bounds_a_pass_and_the_next_pass_goes_on(tmp_path: Path) -> None:
+    job = job_with_history(tmp_path, batches=6)
+    m = Maintenance(job.storage, retain=2, interval_s=0, sst_grace_s=0, max_requests=1)
+    m.committed(5)
+    first, second = m.run_pass(), m.run_pass()
+    assert [r.store for r in first] == ["state/0/0"] and [r.store for r in second] == ["state/0/1"]
+    assert m.run_pass() == []  # both stores clean at batch 5: nothing to do
+
+
+class Broken:
+    """A storage whose listing fails: maintenance must log, count and record it, never raise."""
+
+    def __init__(self, inner: object) -> None:
+        self.inner = inner
+        self.url = "broken"
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.inner, name)
+
+    def list_dirs(self, directory: str) -> list[str]:
+        raise OSError("storage down")
+
+    def list(self, directory: str) -> list[FileInfo]:
+        raise OSError("storage down")
+
+
+def test_a_failing_pass_is_counted_not_raised(tmp_path: Path) -> None:
+    job = job_with_history(tmp_path, batches=2)
+    m = Maintenance(Broken(job.storage), retain=1, interval_s=0)  # type: ignore[arg-type]
+    m.committed(1)
+    records = m.run_pass()
+    assert m.failures == 1 and records[0].error is not None and "storage down" in records[0].error
+
+
+def test_the_background_thread_runs_a_pass_after_a_commit(tmp_path: Path) -> None:
+    job = job_with_history(tmp_path, batches=6)
+    import threading
+
+    done = threading.Event()
+    m = Maintenance(job.storage, retain=2, interval_s=0, sst_grace_s=0, on_pass=lambda rows: done.set())
+    m.start()
+    try:
+        m.committed(5)
+        assert done.wait(60)
+    finally:
+        m.stop()
+    assert m.passes == 1
+    low = rebuildability(job.storage)["rebuildable"][0][0]
+    assert rebuildability(job.storage)["rebuildable"] == [[low, 5]] and 0 < low <= 4
+
+
+@pytest.mark.parametrize(
+    ("field", "value"), [("retain", 0), ("retain", True), ("maintenance_interval_s", -1), ("maintenance_interval_s", float("nan"))]
+)
+def test_bad_options_are_usage_errors(field: str, value: object) -> None:
+    with pytest.raises(UsageError, match="--retain|--maintenance-interval"):
+        JobOptions(**{field: value})  # type: ignore[arg-type]
+
+
+def test_to_argv_round_trips_the_maintenance_options() -> None:
+    opts = JobOptions(retain=7, maintenance_interval_s=0.5, seed=1)
+    argv = opts.to_argv()
+    assert argv[argv.index("--retain") + 1] == "7" and argv[argv.index("--maintenance-interval") + 1] == "0.5"
+
+
+def test_the_run_directory_keeps_every_pass(tmp_path: Path) -> None:
+    job = job_with_history(tmp_path, batches=3)
+    assert job.run.maintenance() == []
+    rows = [PassRecord(1, "0/0/default", 2, 2, files_deleted=3).to_json(), PassRecord(2, "0/1/default", 2, 2).to_json()]
+    job.run.write_maintenance(rows)
+    assert job.run.maintenance() == rows
+
+
+def test_each_pass_reaches_the_driver_metrics(tmp_path: Path) -> None:
+    import urllib.request
+
+    from statebed_job.metrics import DriverMetrics
+
+    metrics = DriverMetrics(0, tmp_path / "failpoints" / "control.json")
+    try:
+        metrics.maintenance([PassRecord(1, "state/0/0", 5, 2, files_deleted=4, bytes_deleted=900, requests=6, seconds=0.01)])
+        metrics.maintenance([PassRecord(2, "state/0/1", 6, 2, requests=3, error="OSError: down")])
+        with urllib.request.urlopen(f"http://127.0.0.1:{metrics.server.server_port}/metrics", timeout=30) as r:
+            lines = r.read().decode().splitlines()
+    finally:
+        metrics.close()
+    for line in (
+        "statebed_maintenance_passes_total 2.0",
+        "statebed_maintenance_deleted_files_total 4.0",
+        "statebed_maintenance_deleted_bytes_total 900.0",
+        "statebed_maintenance_requests_total 9.0",
+        "statebed_maintenance_failures_total 1.0",
+        "statebed_maintenance_store_seconds_count 2.0",
+    ):
+        assert line in lines, line
