@@ -18,7 +18,8 @@ import os
 import re
 import shutil
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -26,9 +27,19 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from rocksdict import BlockBasedOptions, Cache, Checkpoint, Options, Rdict, RdictIter, WriteBatch, WriteOptions
 
-from .errors import CorruptFileError, StatebedError
+from .errors import CorruptFileError, StatebedError, UnknownFormatError
 
-__all__ = ["RocksEngine", "key_order"]
+__all__ = ["Merge", "RocksEngine", "key_order"]
+
+
+@dataclass(frozen=True)
+class Merge:
+    """How a replay folds merge records: `fold(existing or None, operand)`, `check(merged value)`."""
+
+    put_op: int
+    fold: Callable[[bytes | None, bytes], bytes]
+    check: Callable[[bytes], None]
+
 
 _SORT_MIN = 64  # below this, sorting costs more than it saves
 
@@ -130,7 +141,7 @@ class RocksEngine:
             raise error
         return n
 
-    def _failure(self, it: RdictIter) -> CorruptFileError | None:
+    def _failure(self, it: RdictIter) -> CorruptFileError | UnknownFormatError | None:
         """The error naming the damaged SST (its checkpoint file when known) if the scan failed."""
         try:
             it.status()
@@ -139,6 +150,8 @@ class RocksEngine:
             local = re.search(r"(\d+\.sst)", msg)
             name = local.group(1) if local else None
             where = self.origin.get(name, str(self.path / name)) if name else str(self.path)
+            if "merge_operator" in msg:  # an unmerged operand, and the checkpoint names no merge operator
+                return UnknownFormatError(where, f"holds RocksDB merge operands this reader cannot fold ({msg})")
             return CorruptFileError(where, f"RocksDB read failed, state is damaged ({msg})")
         return None
 
@@ -165,10 +178,24 @@ class RocksEngine:
             delete(k)
         self.db.write(wb)
 
-    def apply(self, ops: Sequence[int], keys: Sequence[bytes], values: Sequence[bytes | None], delete_op: int, batch: int = 200_000) -> int:
-        """Replay changelog records (parallel lists, in write order) in key order, stably."""
+    def apply(
+        self,
+        ops: Sequence[int],
+        keys: Sequence[bytes],
+        values: Sequence[bytes | None],
+        delete_op: int,
+        batch: int = 200_000,
+        merge: Merge | None = None,
+    ) -> int:
+        """Replay changelog records (parallel lists, in write order) in key order, stably.
+
+        Merge records (any op other than `delete_op` and `merge.put_op`) are folded into the
+        key's value with `merge` (RocksDB's operator as the writer configured it), never put.
+        """
         order = key_order(pa.array(keys, pa.binary()))
-        idx = order.tolist() if order is not None else range(len(keys))
+        idx = order.tolist() if order is not None else list(range(len(keys)))
+        if merge is not None:
+            return self._apply_merging(ops, keys, values, delete_op, idx, merge)
         wb = WriteBatch(raw_mode=True)
         pending = 0
         for i in idx:
@@ -182,6 +209,35 @@ class RocksEngine:
                 wb, pending = WriteBatch(raw_mode=True), 0
         if pending:
             self.db.write(wb)
+        return len(keys)
+
+    def _apply_merging(
+        self, ops: Sequence[int], keys: Sequence[bytes], values: Sequence[bytes | None], delete_op: int, idx: list[int], merge: Merge
+    ) -> int:
+        """Key by key (the stable sort keeps each key's records together, in write order): the final value."""
+        wb = WriteBatch(raw_mode=True)
+        unset = object()
+        i = 0
+        while i < len(idx):
+            key, cur, merged = keys[idx[i]], unset, False
+            while i < len(idx) and keys[idx[i]] == key:
+                op, value = ops[idx[i]], values[idx[i]]
+                if op == delete_op:
+                    cur = None
+                elif op == merge.put_op:
+                    cur = value
+                else:
+                    assert value is not None
+                    base = self.db.get(key) if cur is unset else cur
+                    cur, merged = merge.fold(base, value), True  # type: ignore[arg-type]
+                i += 1
+            if merged:
+                merge.check(cur)  # type: ignore[arg-type]
+            if cur is None:
+                wb.delete(key)
+            else:
+                wb.put(key, cur)
+        self.db.write(wb)
         return len(keys)
 
     # -- files --------------------------------------------------------------------------

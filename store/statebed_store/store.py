@@ -30,7 +30,7 @@ from typing import Any, TypeAlias
 import pyarrow as pa
 
 from . import failpoints, localfs
-from .changelog import DELETE, PUT, Chunk, as_binary_array, encode_changelog, parse_changelog
+from .changelog import DELETE, MERGE, PUT, Chunk, as_binary_array, encode_changelog, parse_changelog
 from .config import StoreOptions
 from .engine import RocksEngine
 from .errors import (
@@ -43,6 +43,7 @@ from .errors import (
 )
 from .lineage import CheckpointRef
 from .log import get_logger, kv
+from .merge import replay_merge
 from .naming import CHANGELOG, DB_DIR, StateFileName, StoreId, check_id, new_checkpoint_id
 from .plan import LoadPlan, SnapshotUnusable, check_link, plan_with_fallback
 from .publish import publish_state_file
@@ -247,7 +248,9 @@ class StateStoreProvider:
                 shown = files.display(ref, CHANGELOG)
                 cl = parse_changelog(files.read_verified(ref, CHANGELOG), file=shown, version=ref.version)
                 check_link(ref, cl.lineage, prev, file=shown)
-                self.metrics.records_replayed += engine.apply(*cl.columns(), DELETE)
+                ops, keys, values = cl.columns()
+                merge = replay_merge(files.storage, shown) if MERGE in ops else None
+                self.metrics.records_replayed += engine.apply(ops, keys, values, DELETE, merge=merge)
                 self.metrics.changelogs_replayed += 1
                 prev = ref
         except BaseException:

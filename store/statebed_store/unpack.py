@@ -20,6 +20,7 @@ from .engine import RocksEngine
 from .errors import CorruptFileError, MissingFileError, StatebedError
 from .lineage import CheckpointRef
 from .localfs import link_or_copy
+from .merge import checkpoint_merge_operator, configure_snapshot_options
 from .naming import LOGS_DIR, SNAPSHOT, SST_DIR
 from .snapshot import ImmutableFile, SnapshotMetadata, check_identity, read_zip
 from .store_files import StoreFiles
@@ -38,6 +39,7 @@ def unpack_snapshot(files: StoreFiles, snap: CheckpointRef, db_dir: Path, fetch:
     shown = files.display(snap, SNAPSHOT)
     meta, _ = read_zip(files.read_verified(snap, SNAPSHOT), file=shown, version=snap.version, extract_to=db_dir)
     check_identity(meta, snap, files.store, file=shown)
+    configure_snapshot_options(db_dir, lambda: checkpoint_merge_operator(files.storage), file=shown)
     for f, sub in _named(meta):
         try:
             src = fetch(f, sub)
@@ -60,7 +62,8 @@ def open_snapshot(files: StoreFiles, snap: CheckpointRef, db_dir: Path, meta: Sn
         if any(f.crc32c is None for f in meta.sst_files):
             engine.verify()
     except BaseException:
-        engine.close()
+        with contextlib.suppress(Exception):  # a background compaction that met the same operand fails the close too
+            engine.close()
         raise
     return engine
 

@@ -5,12 +5,16 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Iterable
 
+from statebed_store.column_families import in_family, select_column_family
 from statebed_store.errors import UsageError
 from statebed_store.inspection import dump_state, render_bytes, resolve_target
+from statebed_store.naming import StoreId
 from statebed_store.partition_check import checked_items
 from statebed_store.partitioner import checkpoint_partitioning
 from statebed_store.statediff import select_stores, state_at_batch
+from statebed_store.storage.base import Storage
 
 from ..common import (
     EXIT_OK,
@@ -40,12 +44,30 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         p, required=False, version_help="state version (default: latest committed)", id_help="checkpoint unique id (with --version)"
     )
     p.add_argument("--batch", type=non_negative_int, help="the state committed batch B (version B+1, the id its commit names)")
+    p.add_argument(
+        "--state-var",
+        "--cf",
+        dest="state_var",
+        metavar="NAME",
+        help="only this column family of a transformWithState store (a state variable, or Spark's "
+        "$rowCounter_<list> / $eventTimers_* / $procTimers_* / TTL families); keys are printed without "
+        "their 2-byte family id",
+    )
     p.add_argument("--json", action="store_true", help="accepted for uniformity: the output is always JSON lines")
     p.set_defaults(run=run)
 
 
 def _line(key: bytes, value: bytes, where: dict[str, object] | None = None) -> str:
     return json.dumps({**(where or {}), **render_bytes("key", key), **render_bytes("value", value)}) + "\n"
+
+
+def _family(
+    storage: Storage, store: StoreId, stores: list[StoreId], name: str | None, items: Iterable[tuple[bytes, bytes]]
+) -> Iterable[tuple[bytes, bytes]]:
+    """All of `items`, or with `--state-var` only that column family's (the family is looked up first)."""
+    if name is None:
+        return items
+    return in_family(items, select_column_family(storage, store, stores, name))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -58,14 +80,16 @@ def run(args: argparse.Namespace) -> int:
         if version is not None:
             raise UsageError("--version needs --operator and --partition (ids differ per store); use --batch for every store")
         batch, parts = args.batch, checkpoint_partitioning(storage)
-        for store in select_stores(storage, None, None, None):
+        all_stores = select_stores(storage, None, None, None)
+        for store in all_stores:
             if batch is None:
                 ref = resolve_target(storage, store, None, None)
                 items = dump_state(storage, store, ref)
             else:
                 ref, items = state_at_batch(storage, store, batch)
             where = {"operator": store.operator, "partition": store.partition, "store": store.store_name}
-            for key, value in checked_items(storage, store, ref, items, parts.get(store)):  # nothing served when misplaced
+            checked = checked_items(storage, store, ref, items, parts.get(store))  # nothing served when misplaced
+            for key, value in _family(storage, store, all_stores, args.state_var, checked):
                 out.write(_line(key, value, where))
         return EXIT_OK
     if args.operator is None or args.partition is None:
@@ -76,6 +100,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         ref = resolve_target(storage, store, version, checkpoint_id)
         items = dump_state(storage, store, ref)
-    for key, value in checked_items(storage, store, ref, items, checkpoint_partitioning(storage).get(store)):
+    checked = checked_items(storage, store, ref, items, checkpoint_partitioning(storage).get(store))
+    for key, value in _family(storage, store, select_stores(storage, store.operator, None, None), args.state_var, checked):
         out.write(_line(key, value))
     return EXIT_OK
