@@ -22,6 +22,7 @@ from pathlib import Path
 
 from statebed_store import failpoints
 from statebed_store.errors import StatebedError, UsageError
+from statebed_store.localfs import move_durably
 
 __all__ = ["POINTS", "build", "find_javac", "jar_path", "plugin_confs", "pyspark_jars"]
 
@@ -107,7 +108,7 @@ def build() -> Path:
             _run([javac, "--release", "17", "-nowarn", "-d", str(classes), "-cp", f"{pyspark_jars()}/*", *map(str, _sources())])
             staged = Path(tmp) / jar.name
             _run([str(Path(javac).with_name("jar")), "--create", "--file", str(staged), "-C", str(classes), "."])
-            os.replace(staged, jar)
+            move_durably(staged, jar)  # the jar's name is new: checked under the lock
         for old in BUILD.glob("statebed-jvm-*.jar"):
             if old != jar and old.is_file() and not old.is_symlink():
                 old.unlink()
