@@ -15,7 +15,7 @@ from typing import Any, NoReturn
 
 import yaml
 
-from statebed_model.native_state import NATIVE_STATE
+from statebed_model.native_state import NATIVE_MODES, NATIVE_WORKLOADS, is_native
 from statebed_model.workloads import WORKLOADS
 from statebed_store.durations import parse_duration
 from statebed_store.errors import NotRegularFileError, UsageError
@@ -209,7 +209,7 @@ def parse_experiment(doc: Any, file: str = "<experiment>") -> Experiment:
     exp = Experiment(
         name=f.segment("name", d.name),
         workload=f.choice("workload", d.workload, tuple(sorted(WORKLOADS))),
-        format=f.choice("format", d.format, ("v1", "v2", "native")),
+        format=f.choice("format", d.format, ("v1", "v2", *NATIVE_MODES)),
         storage=f.choice("storage", d.storage, ("local", "s3")),
         cluster=f.choice("cluster", d.cluster, ("local", "standalone")),
         **{k: f.int_(k, getattr(d, k)) for k in _SIZES},
@@ -219,8 +219,8 @@ def parse_experiment(doc: Any, file: str = "<experiment>") -> Experiment:
         timeout_s=f.duration("timeout_s", d.timeout_s, MAX_TIMEOUT_S),
         max_driver_restarts=f.int_("max_driver_restarts", d.max_driver_restarts, lo=0),
     )
-    if exp.format == "native" and exp.workload not in NATIVE_STATE:
-        f.fail("workload", f"native runs support {', '.join(NATIVE_STATE)} only, got {exp.workload!r}")
+    if is_native(exp.format) and exp.workload not in NATIVE_WORKLOADS:
+        f.fail("workload", f"native runs support {', '.join(NATIVE_WORKLOADS)} only, got {exp.workload!r}")
     if exp.timeout_s <= 0:
         f.fail("timeout_s", "must be > 0")
     exp.faults = [_fault(item, i, f) for i, item in enumerate(f.list_("faults"))]

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from statebed_model.native_state import NATIVE_STATE
+from statebed_model.native_state import NATIVE_WORKLOADS, is_native
 from statebed_model.workloads import WORKLOADS
 from statebed_store.errors import UsageError
 from statebed_store.naming import path_segment
@@ -24,7 +24,7 @@ from .faults import KINDS, FaultSpec, NotApplicable, Trigger, fault_class
 
 __all__ = ["FAULTS", "FORMATS", "PRESETS", "Cell", "FaultPlan", "Preset", "Skipped", "plan_cells"]
 
-FORMATS = ("v1", "v2", "native")
+FORMATS = ("v1", "v2", "native-v1", "native-v2")  # native-v*: Spark's own store, checkpoint format 1 / 2
 # the workloads whose V1 anomalies show: a random choice per attempt (the seed appendix's cases)
 NONDETERMINISTIC = frozenset({"bucket-collect", "sample3"})
 # restart-driver in statebed modes: each seed kills the driver at the next protocol step
@@ -53,9 +53,16 @@ class FaultPlan:
 # millisecond tasks there is rarely one (pause-executor fired 1 / 3 without it, issue 24 #19).
 _HOLD = FaultSpec(id="hold", kind="slow-attempt", at=Trigger(batch=2), params={"partition": 0, "ms": 2000, "when": "before"})
 
+# Two held attempts: a pass deletes once a snapshot lets an old version go, and snapshots upload
+# asynchronously, so the pass at batch 3 may have nothing to delete yet; the one at batch 4 then has.
+_CLEANUP_HOLDS = tuple(
+    FaultSpec(id=f"hold{b}", kind="slow-attempt", at=Trigger(batch=b), params={"partition": 0, "ms": 3000, "when": "before"})
+    for b in (4, 5)
+)
+
 
 def _restart_params(fmt: str, seed: int) -> dict[str, Any]:
-    return {"step": "at-trigger"} if fmt == "native" else {"step": _DRIVER_STEPS[seed % len(_DRIVER_STEPS)]}
+    return {"step": "at-trigger"} if is_native(fmt) else {"step": _DRIVER_STEPS[seed % len(_DRIVER_STEPS)]}
 
 
 FAULTS: dict[str, FaultPlan] = {
@@ -78,6 +85,8 @@ FAULTS: dict[str, FaultPlan] = {
     "storage-bandwidth": FaultPlan(for_s=5.0),
     "storage-outage": FaultPlan(for_s=3.0),
     "storage-reset": FaultPlan(for_s=3.0),
+    # maintenance after every commit (retain 2) racing the held attempts of batches 4 and 5
+    "cleanup-race": FaultPlan(batch=1, companions=_CLEANUP_HOLDS),
 }
 
 
@@ -137,7 +146,7 @@ PRESETS: dict[str, Preset] = {
         seeds=1,
         base=Experiment(cluster="local", batches=4, rows_per_batch=2000, keyspace=200, partitions=2, workers=2, timeout_s=300.0),
     ),
-    # nightly: every fault kind × every workload × v1 / v2 / native
+    # nightly: every fault kind × every workload × v1 / v2 / native-v1 / native-v2
     "full": Preset(
         name="full",
         combos=_product(tuple(FAULTS), ("count", "bucket-collect", "sample3"), FORMATS),
@@ -213,8 +222,8 @@ def _fault_class(kind: str) -> Any:
 
 def _not_applicable(exp: Experiment) -> str | None:
     """Why this cell cannot run (None: it can)."""
-    if exp.format == "native" and exp.workload not in NATIVE_STATE:
-        return f"native runs support {', '.join(NATIVE_STATE)} only (no state reader for {exp.workload})"
+    if is_native(exp.format) and exp.workload not in NATIVE_WORKLOADS:
+        return f"native runs support {', '.join(NATIVE_WORKLOADS)} only (no state reader for {exp.workload})"
     return _why_not(exp.faults[0], exp.format, exp.cluster, exp.storage)
 
 

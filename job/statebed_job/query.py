@@ -11,8 +11,9 @@ the driver checks base ids and commits. Spark's own checkpoint (`spark-checkpoin
 tracks the source; the state and its commit log live in statebed's checkpoint.
 
 native mode: the workload as a plain Spark stateful query on the RocksDB provider with
-checkpoint format V2; `foreachBatch` on its update-mode output is the sink, and the
-batch's input is read from the source file Spark's source log names.
+checkpoint format V1 or V2 (`native_workloads`: count, the appendix's bucket-collect and
+sample3); `foreachBatch` on its update-mode output is the sink, and the batch's input is
+read from the source file Spark's source log names.
 """
 
 from __future__ import annotations
@@ -28,10 +29,10 @@ import pyarrow as pa
 from statebed_model.rundir import INPUT_SCHEMA, RunDir
 from statebed_model.sources import Source, batch_source_files
 from statebed_model.workloads import get_workload
-from statebed_store.errors import UsageError
 
 from .config import JobOptions
 from .driver import BatchDriver, BatchOutcome
+from .native_workloads import native_transform
 from .task import RESULT_DDL, TaskResult, TaskSpec, ipc_to_table, run_task
 
 if TYPE_CHECKING:
@@ -54,8 +55,8 @@ def _source(spark: SparkSession, source: Source, opts: JobOptions) -> DataFrame:
 def start_query(
     spark: SparkSession, run: RunDir, opts: JobOptions, source: Source, driver: BatchDriver | None, on_batch: OnBatch
 ) -> StreamingQuery:
-    if opts.mode == "native":
-        df = _native_transform(_source(spark, source, opts), opts)
+    if opts.native:
+        df = native_transform(_source(spark, source, opts), opts)
         handler = partial(_native_batch, run, opts, source, on_batch)
         writer = df.writeStream.outputMode("update").foreachBatch(handler)
     else:
@@ -89,14 +90,6 @@ def _statebed_batch(driver: BatchDriver, on_batch: OnBatch, df: DataFrame, batch
 
 
 # -- native mode ----------------------------------------------------------------------------------
-def _native_transform(src: DataFrame, opts: JobOptions) -> DataFrame:
-    from pyspark.sql import functions as F
-
-    if opts.workload == "count":
-        return src.groupBy("key").agg(F.count(F.lit(1)).alias("count"), F.sum("value").alias("sum"))
-    raise UsageError(f"native mode runs the count workload only so far (asked: {opts.workload})")
-
-
 def _native_batch(run: RunDir, opts: JobOptions, source: Source, on_batch: OnBatch, df: DataFrame, batch_id: int) -> None:
     t0 = time.perf_counter()
     workload = get_workload(opts.workload)

@@ -9,23 +9,50 @@ from collections.abc import Collection
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from statebed_model.experimentdir import control_file
+from statebed_model.native_state import PLUGIN_MODES, native_format_version
 from statebed_model.rundir import RunDir
 from statebed_store import failpoints
 
 from .config import SPECULATION_CONF, JobOptions
+from .jvm_plugin import plugin_confs  # also registers the plug-in's failpoints (native.*)
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["NATIVE_CONF", "STANDALONE_SIZING", "build_session", "failpoint_control", "spark_conf", "submitted_conf"]
+__all__ = [
+    "CHECKPOINT_FORMAT_CONF",
+    "NATIVE_CONF",
+    "STANDALONE_SIZING",
+    "build_session",
+    "failpoint_control",
+    "native_conf",
+    "native_extra_conf",
+    "spark_conf",
+    "submitted_conf",
+]
 
-# Spark's own RocksDB store with checkpoint format V2 (native mode).
+# Spark's own RocksDB store (native mode), checkpoint format V2; native_conf() sets the version.
 NATIVE_CONF = {
     "spark.sql.streaming.stateStore.providerClass": "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
     "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
     "spark.sql.streaming.stateStore.checkpointFormatVersion": "2",
     "spark.sql.streaming.stateStore.maintenanceInterval": "2s",
 }
+CHECKPOINT_FORMAT_CONF = "spark.sql.streaming.stateStore.checkpointFormatVersion"
+
+
+def native_conf(opts: JobOptions, run: RunDir) -> dict[str, str]:
+    """Spark's store in the run's checkpoint format version, plus `native_extra_conf`'s settings."""
+    return {**NATIVE_CONF, CHECKPOINT_FORMAT_CONF: str(native_format_version(opts.mode)), **native_extra_conf(opts, run)}
+
+
+def native_extra_conf(opts: JobOptions, run: RunDir) -> dict[str, str]:
+    """What else a native session loads: in native-v1 / native-v2 the JVM failpoint plug-in
+    (`spark.jars`, `spark.sql.streaming.checkpointFileManagerClass`, ...), following the run's
+    failpoint control file; a pass-through while nothing is armed. `native` runs as before, without it."""
+    return plugin_confs(failpoint_control(run)) if opts.mode in PLUGIN_MODES else {}
+
 
 # Environment the executors' Python workers need (statebed's own settings, S3 credentials).
 _FORWARDED_ENV = (
@@ -48,7 +75,7 @@ LOG4J = Path(__file__).with_name("log4j2.properties")
 def failpoint_control(run: RunDir) -> Path:
     """The run's failpoint control file (STATEBED_FAILPOINTS_CONTROL, else `<run>/failpoints/control.json`):
     every process of the run follows it, so failpoints can be armed mid-run."""
-    return Path(os.environ.get(failpoints.CONTROL_ENV) or run.root / "failpoints" / "control.json").absolute()
+    return Path(os.environ.get(failpoints.CONTROL_ENV) or control_file(run.root)).absolute()
 
 
 # Executor sizing for the standalone cluster statebed starts. A value spark-submit was given
@@ -89,8 +116,8 @@ def spark_conf(opts: JobOptions, run: RunDir, master: str, submitted: Collection
                 "spark.locality.wait": "200ms",  # Spark's 3 s default stalls every shuffle stage on 1-core executors
             }
         )
-    if opts.mode == "native":
-        conf.update(NATIVE_CONF)
+    if opts.native:
+        conf.update(native_conf(opts, run))
     for name in _FORWARDED_ENV:
         if os.environ.get(name):
             conf[f"spark.executorEnv.{name}"] = os.environ[name]

@@ -34,6 +34,7 @@ from statebed_store.naming import COMMITS_DIR, CRC_SUFFIX, OFFSETS_DIR, SOURCES_
 from statebed_store.rebuild import require_rebuildable
 from statebed_store.storage import open_storage
 
+from .native_state import is_native
 from .rewind_journal import BACKUP_DIR, Journal, last_journal, new_journal, pending_journal
 from .rundir import RunDir, is_url
 
@@ -183,7 +184,7 @@ def _plan_run_dir(root: Path, batch: int) -> RewindPlan:
         raise UsageError(f"{run.info_path}: the run's checkpoint {state} is outside the run directory; rewind it on its own") from None
     plan = _plan(root, "run-dir", state, batch)
     spark = run.spark_checkpoint.relative_to(root).as_posix()
-    moves = [] if info.mode == "native" else _entries(root, f"{state_rel}/{COMMITS_DIR}", batch)
+    moves = [] if is_native(info.mode) else _entries(root, f"{state_rel}/{COMMITS_DIR}", batch)
     moves += _spark_moves(root, spark, batch) + _run_entries(root, batch)
     plan.moves = [(p, p) for p in moves]
     if info.mode == "v1":

@@ -31,7 +31,7 @@ def _error(tmp_path: Path, text: str) -> str:
         ("batches: three\n", "batches: must be an integer in 1..100000"),
         ("batches: true\n", "batches: must be an integer in 1..100000"),
         ("format: v3\n", "format: must be one of v1, v2, native"),
-        ("workload: bucket-collect\nformat: native\n", "workload: native runs support count only"),
+        ("format: native-v3\n", "format: must be one of v1, v2, native, native-v1, native-v2"),
         ("faults: {kind: x}\n", "faults: must be a list"),
         ("faults:\n  - kind: nope\n", "faults[0]: kind: unknown fault kind 'nope'"),
         ("faults:\n  - {kind: fail-changelog-upload, when: 3}\n", "faults[0].when: unknown key"),

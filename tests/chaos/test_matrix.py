@@ -123,12 +123,12 @@ def test_full_covers_the_issue_and_skips_what_cannot_apply() -> None:
     kinds = {c.fault for c in cells}
     assert len(kinds) >= 9 and "zombie-upload" in kinds
     assert {c.workload for c in cells} == {"count", "bucket-collect", "sample3"}
-    assert {c.format for c in cells} == {"v1", "v2", "native"}
+    assert {c.format for c in cells} == {"v1", "v2", "native-v1", "native-v2"}
     assert {c.seed for c in cells} == set(range(1, 13))
     ran = {(c.fault, c.workload, c.format) for c in cells}
-    assert ("zombie-upload", "count", "native") in {(s.fault, s.workload, s.format) for s in skipped}
+    assert ("zombie-upload", "count", "native-v2") in {(s.fault, s.workload, s.format) for s in skipped}
     assert all((s.fault, s.workload, s.format) not in ran and s.reason for s in skipped)
-    assert len(ran) + len(skipped) == len(FAULTS) * 3 * 3
+    assert len(ran) + len(skipped) == len(FAULTS) * 3 * 4
 
 
 def test_pause_executor_cells_carry_a_hold_for_the_pause_to_freeze(tmp_path: Path) -> None:
@@ -137,11 +137,11 @@ def test_pause_executor_cells_carry_a_hold_for_the_pause_to_freeze(tmp_path: Pat
     the pause stays the fault under test (first), and a native cell, where the hold's failpoint
     does not exist, carries none rather than being skipped."""
     cells, skipped = plan_cells(PRESETS["full"], 2, faults=["pause-executor"], workloads=["count"])
-    assert skipped == [] and {c.format for c in cells} == {"v1", "v2", "native"}
+    assert skipped == [] and {c.format for c in cells} == {"v1", "v2", "native-v1", "native-v2"}
     for c in cells:
         pause, *companions = c.experiment.faults
         assert pause.kind == "pause-executor" and pause.id == "f1"
-        if c.format == "native":
+        if c.format.startswith("native"):
             assert companions == []
             continue
         (hold,) = companions
@@ -155,7 +155,7 @@ def test_restart_driver_walks_the_protocol_steps_by_seed() -> None:
     cells, _ = plan_cells(PRESETS["full"], 4, faults=["restart-driver"], workloads=["count"])
     steps = {(c.format, c.experiment.faults[0].params["step"]) for c in cells}
     assert {s for f, s in steps if f == "v2"} == {"after-task-commits", "before-commit-log", "after-commit-log", "before-spark-commit"}
-    assert {s for f, s in steps if f == "native"} == {"at-trigger"}
+    assert {s for f, s in steps if f.startswith("native")} == {"at-trigger"}
 
 
 # -- exit rules ----------------------------------------------------------------------------------

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from statebed_model.attempts import AttemptRecord, read_attempts
+from statebed_model.native_state import is_native
 from statebed_model.rundir import RunDir
 from statebed_store import CommitLog, open_storage
 
@@ -40,7 +41,7 @@ class AttemptsReport:
 def check_attempts(run: RunDir, orphans: list[dict[str, Any]]) -> AttemptsReport:
     """`orphans`: the lineage verifier's orphan list (partition, version, id, files)."""
     info = run.read_info()
-    if info.mode == "native":
+    if is_native(info.mode):
         notes = [f"native run: orphan {o['id']} (partition {o['partition']}, version {o['version']}) not attributed" for o in orphans]
         return AttemptsReport(True, notes=notes, checked={"orphans": len(orphans)})
     if info.mode == "v1":

@@ -27,6 +27,7 @@ KINDS: dict[str, str] = {
     "storage-bandwidth": "storage_bandwidth",
     "storage-outage": "storage_outage",
     "storage-reset": "storage_reset",
+    "cleanup-race": "cleanup_race",
 }
 
 

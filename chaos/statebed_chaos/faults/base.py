@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
 from statebed_model.eventlog import EventLog, read_event_log
+from statebed_model.native_state import NATIVE_MODES
 from statebed_model.rundir import RunDir
 from statebed_store.failpoint_control import Control
 from statebed_store.naming import OFFSETS_DIR, commit_path
@@ -88,7 +89,7 @@ class FaultContext:
     """What a fault acts through and reads from; one per faulted run, shared by its faults."""
 
     run: RunDir  # the faulted run's directory (local)
-    mode: str  # "v1", "v2" or "native"
+    mode: str  # "v1", "v2", or native: "native-v1", "native-v2", "native" (= native-v2)
     cluster: str  # "local" or "standalone"
     targets: Targets
     control: Control  # the run's runtime failpoints (<run>/failpoints/control.json)
@@ -139,7 +140,7 @@ class Fault(ABC):
 
     kind: ClassVar[str]
     description: ClassVar[str]
-    modes: ClassVar[frozenset[str]] = frozenset({"v1", "v2", "native"})  # formats it applies to
+    modes: ClassVar[frozenset[str]] = frozenset({"v1", "v2", *NATIVE_MODES})  # formats it applies to
     needs: ClassVar[frozenset[str]] = frozenset()  # "standalone" (speculation), "s3-proxy" (network faults)
     restarts_driver: ClassVar[bool] = False  # the driver is expected to die: the runner restarts it with --resume
 

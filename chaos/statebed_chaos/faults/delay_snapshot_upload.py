@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from statebed_model.native_state import PLUGIN_MODES
+
 from .base import FaultSpec
 from .failpoint_fault import FailpointFault, filter_text, positive, term_target
 
@@ -23,6 +25,8 @@ class DelaySnapshotUpload(FailpointFault):
     point = "snapshot.upload.before"
     action = "delay"
     arm_at_inject: ClassVar[bool] = True
+    modes: ClassVar[frozenset[str]] = frozenset({"v1", "v2", *PLUGIN_MODES})  # native: through the JVM plug-in
+    native_points: ClassVar[dict[str, str]] = {"snapshot.upload.before": "native.snapshot.upload"}
 
     def __init__(self, spec: FaultSpec) -> None:
         super().__init__(spec)

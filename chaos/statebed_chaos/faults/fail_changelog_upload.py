@@ -18,9 +18,10 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from statebed_model.attempts import read_attempts
+from statebed_model.native_state import PLUGIN_MODES, is_native
 from statebed_store.errors import UsageError
 
-from .base import Evidence, FaultContext, FaultSpec
+from .base import Evidence, FaultContext, FaultSpec, NotApplicable
 from .failpoint_fault import FailpointFault, filter_text, matching, term_target
 
 __all__ = ["FAULT", "FailChangelogUpload"]
@@ -34,6 +35,8 @@ class FailChangelogUpload(FailpointFault):
     description: ClassVar[str] = "one attempt's changelog upload fails once (error before or after the write); Spark retries"
     point = "changelog.upload.before"
     action = "error"
+    modes: ClassVar[frozenset[str]] = frozenset({"v1", "v2", *PLUGIN_MODES})  # native: through the JVM plug-in
+    native_points: ClassVar[dict[str, str]] = {"changelog.upload.before": "native.changelog.upload"}
 
     def __init__(self, spec: FaultSpec) -> None:
         super().__init__(spec)
@@ -43,6 +46,11 @@ class FailChangelogUpload(FailpointFault):
         self.point = POINTS[when]
         self.target = term_target(spec, batch=True, attempt=None)
         self.term = f"{filter_text(self.target)}1*error"
+
+    def check(self, mode: str, cluster: str, storage: str) -> None:
+        super().check(mode, cluster, storage)
+        if is_native(mode) and cluster == "local":
+            raise NotApplicable(f"{self.kind}: local[N] gives Spark's task one try, so the failed upload would fail the query")
 
     def inject(self, ctx: FaultContext) -> dict[str, Any]:
         """At the trigger batch: wait (bounded) for the failure to fire, then disarm it."""
@@ -54,7 +62,7 @@ class FailChangelogUpload(FailpointFault):
 
     def evidence(self, ctx: FaultContext) -> Evidence:
         ev = super().evidence(ctx)
-        if ev.fired:
+        if ev.fired and not is_native(ctx.mode):  # native runs record no attempts: Spark's event log has the retry
             retries = [
                 {"attempt": a.attempt, "outcome": a.outcome, "host": a.host, "checkpoint_id": a.checkpoint_id}
                 for a in read_attempts(ctx.run.root)

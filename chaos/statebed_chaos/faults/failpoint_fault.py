@@ -1,15 +1,19 @@
 """What the failpoint faults share: a term armed on the run's failpoint control (composing
 with other faults' terms on the same point), disarmed on heal, and proven only by a firing
 record of that point whose action and task context (batch, partition, attempt) match the
-fault's target. Statebed's own points: native Spark runs do not apply."""
+fault's target. In native-v1 / native-v2 runs a fault whose write has a twin in Spark's own
+checkpoint I/O (`native_points`) aims at the JVM plug-in's point instead (statebed_job.jvm_plugin);
+the others do not apply to native runs."""
 
 from __future__ import annotations
 
 from typing import Any, ClassVar
 
+from statebed_job import jvm_plugin  # noqa: F401  (registers the plug-in's native.* points, so the control file accepts them)
+from statebed_model.native_state import PLUGIN_MODES, is_native
 from statebed_store.errors import UsageError
 
-from .base import Evidence, Fault, FaultContext, FaultSpec
+from .base import Evidence, Fault, FaultContext, FaultSpec, NotApplicable
 from .processes import add_term, remove_term, task_is
 
 __all__ = ["FailpointFault", "filter_text", "matching", "positive", "term_target"]
@@ -63,6 +67,7 @@ class FailpointFault(Fault):
     point: str  # a class default; a fault may choose it per instance (e.g. `when: after`)
     action: str
     arm_at_inject: ClassVar[bool] = False  # armed for a window (trigger .. heal) instead of the whole run
+    native_points: ClassVar[dict[str, str]] = {}  # statebed point -> the JVM plug-in's point for the same write
 
     def __init__(self, spec: FaultSpec) -> None:
         super().__init__(spec)
@@ -70,11 +75,23 @@ class FailpointFault(Fault):
         self.term = ""
         self._armed: str | None = None
 
+    def check(self, mode: str, cluster: str, storage: str) -> None:
+        super().check(mode, cluster, storage)
+        if is_native(mode) and self.point not in self.native_points:
+            raise NotApplicable(f"{self.kind} at {self.point} has no point in Spark's checkpoint I/O")
+
+    def _bind(self, ctx: FaultContext) -> None:
+        """A native run: the plug-in's point for the same write (idempotent)."""
+        if ctx.mode in PLUGIN_MODES:
+            self.point = self.native_points.get(self.point, self.point)
+
     def prepare(self, ctx: FaultContext) -> None:
+        self._bind(ctx)
         if not self.arm_at_inject:
             self._armed = add_term(ctx.control, self.point, self.term)
 
     def inject(self, ctx: FaultContext) -> dict[str, Any]:
+        self._bind(ctx)
         if self.arm_at_inject:
             self._armed = add_term(ctx.control, self.point, self.term)
         return {"failpoint": self.point, "armed": self._armed or self.term}
@@ -89,6 +106,7 @@ class FailpointFault(Fault):
         return ", ".join(f"{k} {v}" for k, v in self.target.items()) or "any task"
 
     def evidence(self, ctx: FaultContext) -> Evidence:
+        self._bind(ctx)
         if not ctx.control.path.exists():
             return Evidence(None, f"the run has no failpoint control file ({ctx.control.path}): cannot tell")
         fired = matching(ctx, self.point, self.action, self.target)

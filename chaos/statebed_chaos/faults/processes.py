@@ -12,6 +12,7 @@ from typing import Any
 
 from statebed_model.attempts import AttemptRecord, read_attempts
 from statebed_model.eventlog import EventLog
+from statebed_model.native_state import is_native
 from statebed_store.errors import CheckpointFileError, StatebedError
 from statebed_store.failpoint_control import Control
 from statebed_store.failpoints import parse_spec
@@ -75,7 +76,7 @@ def choose_executor(ctx: FaultContext, spec: FaultSpec, wait_s: float, *, stragg
         return executors[a.host], a
 
     # native runs write no attempt records: there is nothing to wait for
-    found = ctx.wait(busy, wait_s) if wait_s > 0 and ctx.mode != "native" else busy()
+    found = ctx.wait(busy, wait_s) if wait_s > 0 and not is_native(ctx.mode) else busy()
     if isinstance(found, tuple):
         target, a = found
         how = "straggler" if straggler else "running-attempt"
@@ -83,7 +84,7 @@ def choose_executor(ctx: FaultContext, spec: FaultSpec, wait_s: float, *, stragg
     executors = sorted(ctx.targets.find("executor"), key=lambda t: t.name)
     if not executors:
         raise NoTarget(f"{spec.kind} {spec.id}: no executor is running")
-    why = found or ("native runs record no attempts" if ctx.mode == "native" else f"no state task of batch {batch} seen running")
+    why = found or ("native runs record no attempts" if is_native(ctx.mode) else f"no state task of batch {batch} seen running")
     return ctx.rng(spec.id).choice(executors), {"chosen_by": "seed", "why": why}
 
 

@@ -9,17 +9,22 @@ a verifier could not decide).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from statebed_chaos.experiment import load_experiment
 from statebed_chaos.runner import ExperimentResult, run_experiment
+from statebed_load.prometheus import PROMETHEUS_HELP, prometheus_binary, prometheus_for_run, set_env
+from statebed_store.errors import UsageError
 
 from ..backend import add_backend_arg, k8s_settings
 from ..common import fresh_output_dir, non_negative_int
 from . import chaos_matrix
 from .report import default_report
+from .run import METRICS_PORT_ENV
 
 # The hook for more `statebed chaos X` subcommands: each module's `add_parser(chaos_subparsers)`
 # registers one (`run` is this module's own).
@@ -42,6 +47,7 @@ def _add_run(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--out", type=Path, default=None, help="the experiment's directory, new or empty (default: runs/chaos/<time>-<name>)")
     p.add_argument("--json", action="store_true", help="print the result as JSON (progress stays on stderr)")
     p.add_argument("--no-report", action="store_true", help="do not write report.html into the experiment's directory")
+    p.add_argument("--prometheus", action="store_true", help=PROMETHEUS_HELP)
     add_backend_arg(p)
     p.set_defaults(run=run)
 
@@ -49,8 +55,13 @@ def _add_run(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 def run(args: argparse.Namespace) -> int:
     exp = load_experiment(args.experiment)  # its name is a checked path segment
     k8s = k8s_settings(args)  # before the output directory: a bad environment leaves nothing behind
+    if args.prometheus:  # refused in one line before anything is created
+        prometheus_binary()
+        if k8s is not None:
+            raise UsageError("--prometheus: local runs only; in a cluster the chart's PodMonitor/ServiceMonitor do this")
     out = fresh_output_dir(args.out or Path("runs") / "chaos" / f"{time.strftime('%Y%m%d-%H%M%S')}-{exp.name}")
-    result = run_experiment(exp, seed=args.seed, out_dir=out, progress=True, k8s=k8s)
+    with _prometheus(args.prometheus, out):
+        result = run_experiment(exp, seed=args.seed, out_dir=out, progress=True, k8s=k8s)
     report = None if args.no_report else default_report("chaos run", result.run_dir)
     if args.json:
         print(json.dumps(result.to_json(), indent=2, default=str))
@@ -59,6 +70,16 @@ def run(args: argparse.Namespace) -> int:
         if report is not None:
             print(f"  report: {report}")
     return result.exit_code
+
+
+@contextlib.contextmanager
+def _prometheus(wanted: bool, out: Path) -> Iterator[None]:
+    """With --prometheus: a Prometheus over the experiment, and every driver asked for /metrics."""
+    if not wanted:
+        yield
+        return
+    with prometheus_for_run(out), set_env(METRICS_PORT_ENV, "0"):
+        yield
 
 
 def _print(r: ExperimentResult) -> None:

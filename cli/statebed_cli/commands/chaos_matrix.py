@@ -37,7 +37,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--quick", action="store_true", help="the small matrix `make test` runs (default)")
-    p.add_argument("--full", action="store_true", help="the nightly matrix: every fault kind × 3 workloads × v1/v2/native-v1/native-v2 × 12 seeds")
+    p.add_argument(
+        "--full", action="store_true", help="the nightly matrix: every fault kind × 3 workloads × v1/v2/native-v1/native-v2 × 12 seeds"
+    )
     p.add_argument("--seeds", metavar="N", help="seeds 1..N per cell (default: quick 1, full 12)")
     p.add_argument("--faults", metavar="A,B", help="only these fault kinds (of the preset's cells)")
     p.add_argument("--workloads", metavar="A,B", help="only these workloads")

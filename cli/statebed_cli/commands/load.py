@@ -10,6 +10,7 @@ did not finish, a fault did not provably fire); 4 a process did not start; 130 i
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 import time
@@ -17,6 +18,7 @@ from pathlib import Path
 
 from statebed_chaos.experiment import load_experiment
 from statebed_chaos.limits import MAX_DURATION_S, MAX_SIZES
+from statebed_load.prometheus import PROMETHEUS_HELP, prometheus_for_run
 from statebed_load.run import KEYS, SHAPES, LoadOptions, run_load
 
 from ..common import bounded_int, duration_arg, non_negative_int
@@ -40,7 +42,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     r.add_argument("--keys", choices=KEYS, default=d.keys, help="key distribution (default: uniform)")
     r.add_argument("--keyspace", type=bounded_int(MAX_SIZES["keyspace"]), default=d.keyspace, help=f"distinct keys (default: {d.keyspace})")
     r.add_argument("--batch-size", type=positive_int, default=d.batch_size, help=f"events per request (default: {d.batch_size})")
-    r.add_argument("--format", choices=("v1", "v2", "native"), default=None, help="the job's store (default: the experiment's, else v2)")
+    r.add_argument(
+        "--format",
+        choices=("v1", "v2", "native", "native-v1", "native-v2"),
+        default=None,
+        help="the job's store (default: the experiment's, else v2; native = native-v2)",
+    )
     r.add_argument(
         "--partitions", type=bounded_int(MAX_SIZES["partitions"]), default=d.partitions, help=f"state partitions (default: {d.partitions})"
     )
@@ -53,6 +60,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         metavar="S",
         help="SIGKILL the ingest service S (30, 30s, 2m) into the load, restart it",
     )
+    r.add_argument("--prometheus", action="store_true", help=PROMETHEUS_HELP)
     r.add_argument("--seed", type=non_negative_int, default=None, help="seed of the users' draws and the faults (default: drawn)")
     r.add_argument("--out", type=Path, default=None, help="the run directory (default: runs/load/<time>-<format>)")
     r.add_argument("--json", action="store_true", help="print the summary as JSON (progress stays on stderr)")
@@ -78,7 +86,8 @@ def run(args: argparse.Namespace) -> int:
     )
     out = args.out or Path("runs") / "load" / f"{time.strftime('%Y%m%d-%H%M%S')}-{opts.format}"
     t0 = time.monotonic()
-    result = run_load(opts, out, say=lambda m: print(f"[load +{time.monotonic() - t0:.0f}s] {m}", file=sys.stderr, flush=True))
+    with prometheus_for_run(out) if args.prometheus else contextlib.nullcontext():
+        result = run_load(opts, out, say=lambda m: print(f"[load +{time.monotonic() - t0:.0f}s] {m}", file=sys.stderr, flush=True))
     if args.json:
         print(json.dumps(result.to_json(), indent=2))
     else:

@@ -54,9 +54,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.add_argument(
         "--checkpoint", default=None, help="statebed checkpoint: a directory or s3://bucket/prefix (default: <run-dir>/checkpoint)"
     )
-    p.add_argument("--format", choices=("v1", "v2"), help="statebed checkpoint format (default: v2; v1 is the positive control)")
     p.add_argument(
-        "--native", action="store_true", help="run the workload on Spark's own RocksDB store with checkpointFormatVersion=2 instead"
+        "--format",
+        choices=("v1", "v2", "native-v1", "native-v2"),
+        help="statebed checkpoint format v1/v2 (default: v2; v1 is the positive control), or Spark's own RocksDB store "
+        "with checkpointFormatVersion 1/2 (native-v1/native-v2)",
+    )
+    p.add_argument(
+        "--native",
+        action="store_true",
+        help="run the workload on Spark's own RocksDB store with checkpointFormatVersion=2 (= --format native-v2)",
     )
     p.add_argument(
         "--cluster", choices=("local", "standalone"), help=f"local[2], or a standalone cluster started for the run (default: {d.cluster})"
@@ -64,6 +71,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.add_argument("--workers", type=positive_int, help=f"standalone workers, one per loopback address (default: {d.workers})")
     p.add_argument("--master", default=None, help="use a running cluster (spark://...) instead of starting one")
     p.add_argument("--snapshot-interval", type=positive_int, help=f"versions between snapshots (default: {d.snapshot_interval})")
+    p.add_argument(
+        "--retain", type=positive_int, metavar="N", help=f"committed versions maintenance keeps loadable per store (default: {d.retain})"
+    )
+    p.add_argument(
+        "--maintenance-interval",
+        type=float,
+        metavar="S",
+        help=f"seconds between maintenance passes; 0: after every committed batch (default: {d.maintenance_interval_s:g})",
+    )
     p.add_argument(
         "--hedge",
         choices=("off", "on", "adaptive"),
@@ -147,6 +163,8 @@ def _options(args: argparse.Namespace) -> JobOptions:
         "until_records": args.until_records,
         "stop_file": None if args.stop_file is None else os.path.abspath(args.stop_file),
         "trigger_ms": args.trigger_ms,
+        "retain": args.retain,
+        "maintenance_interval_s": args.maintenance_interval,
     }
     given = {k: v for k, v in given.items() if v is not None}
     if args.resume:
@@ -157,6 +175,19 @@ def _options(args: argparse.Namespace) -> JobOptions:
     return JobOptions(**given)
 
 
+METRICS_PORT_ENV = "STATEBED_METRICS_PORT"  # set by `chaos run --prometheus` for the drivers it starts
+
+
+def _metrics_port(args: argparse.Namespace) -> int | None:
+    """--metrics-port, else STATEBED_METRICS_PORT (a harness asking its drivers for /metrics)."""
+    env, given = os.environ.get(METRICS_PORT_ENV, ""), args.metrics_port
+    if given is not None or not env:
+        return None if given is None else int(given)
+    if not env.isdigit() or int(env) > 65535:
+        raise UsageError(f"{METRICS_PORT_ENV}={env!r}: expected a TCP port 0..65535")
+    return int(env)
+
+
 def run(args: argparse.Namespace) -> int:
     failpoints.check_known()  # every failpoint is registered by now (the job's at import): a typo is exit 2
     opts = _options(args)
@@ -164,7 +195,7 @@ def run(args: argparse.Namespace) -> int:
     if opts.checkpoint.startswith("s3://"):
         s3 = S3Settings.from_env(args.s3_endpoint, args.s3_access_key, args.s3_secret_key)
     summary = run_job(
-        args.run_dir, opts, resume=args.resume, master=args.master, s3=s3, progress=not args.json, metrics_port=args.metrics_port
+        args.run_dir, opts, resume=args.resume, master=args.master, s3=s3, progress=not args.json, metrics_port=_metrics_port(args)
     )
     report = None
     if not args.no_verify:

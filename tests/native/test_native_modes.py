@@ -1,0 +1,163 @@
+"""native-v1 / native-v2: the run modes on Spark's own store (issue 28 #3), without Spark.
+
+`native` stays what it was (checkpoint format V2, `--native`), so older run.json files,
+experiment files and scripts read on; `native-v1` is Spark's V1 on the same queries."""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+
+import pytest
+
+from statebed_chaos.experiment import parse_experiment
+from statebed_chaos.faults import fault_class
+from statebed_chaos.faults.base import FaultSpec, NotApplicable, Trigger
+from statebed_cli.commands.run import _options
+from statebed_cli.main import build_parser
+from statebed_job.config import JobOptions
+from statebed_job.session import CHECKPOINT_FORMAT_CONF, spark_conf
+from statebed_model.native_state import collect_list_ids, encode_sample, is_native, native_format_version, native_items
+from statebed_model.rundir import RunDir
+from statebed_store.errors import CorruptFileError, UsageError
+
+CONF = "spark.sql.streaming.stateStore.checkpointFormatVersion"
+
+
+@pytest.mark.parametrize(("mode", "version"), [("native-v1", "1"), ("native-v2", "2"), ("native", "2")])
+def test_native_session_sets_the_checkpoint_format(tmp_path: Path, mode: str, version: str) -> None:
+    conf = spark_conf(JobOptions(mode=mode), RunDir(tmp_path), "local[2]")  # type: ignore[arg-type]
+    assert CHECKPOINT_FORMAT_CONF == CONF and conf[CONF] == version
+    assert conf["spark.sql.streaming.stateStore.providerClass"].endswith("RocksDBStateStoreProvider")
+
+
+def test_statebed_modes_do_not_touch_spark_store_confs(tmp_path: Path) -> None:
+    assert CONF not in spark_conf(JobOptions(mode="v1"), RunDir(tmp_path), "local[2]")
+
+
+def test_native_modes() -> None:
+    assert [is_native(m) for m in ("native", "native-v1", "native-v2", "v1", "v2")] == [True, True, True, False, False]
+    assert [native_format_version(m) for m in ("native", "native-v1", "native-v2")] == [2, 1, 2]
+    with pytest.raises(UsageError, match="no native mode"):
+        native_format_version("v1")
+    with pytest.raises(UsageError, match="native-v1, native-v2"):
+        JobOptions(mode="native-v3")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("argv", "mode"), [(["--format", "native-v1"], "native-v1"), (["--format", "native-v2"], "native-v2"), (["--native"], "native")]
+)
+def test_run_cli_takes_the_native_formats(argv: list[str], mode: str) -> None:
+    args = build_parser().parse_args(["run", "--workload", "sample3", *argv])
+    opts = _options(args)
+    assert opts.mode == mode and opts.native
+    assert opts.to_argv()[: 2 + len(argv)] == ["--workload", "sample3", *argv]  # the reproduce line round-trips
+
+
+def test_an_experiment_in_native_v1_parses_and_process_faults_apply() -> None:
+    exp = parse_experiment(
+        {"name": "n", "workload": "bucket-collect", "format": "native-v1", "faults": [{"kind": "restart-driver", "at": {"batch": 2}}]}
+    )
+    assert exp.format == "native-v1" and exp.faults[0].params.get("step") in (None, "at-trigger")
+    restart = fault_class("restart-driver")(exp.faults[0])
+    restart.check("native-v1", "local", "local")
+    assert restart.point("native-v1") is None  # at-trigger: no statebed failpoint in a native run
+    worker = fault_class("kill-python-worker")(FaultSpec(id="w", kind="kill-python-worker", at=Trigger(batch=1)))
+    with pytest.raises(NotApplicable):
+        worker.check("native-v2", "standalone", "local")
+
+
+def test_collect_list_buffer_decodes() -> None:
+    """Spark's serialized collect_list buffer: an UnsafeRow (no version byte) of one array<long>."""
+    ids = [7, 3, 11]
+    array = struct.pack("<q", len(ids)) + b"\0" * 8 + struct.pack(f"<{len(ids)}q", *ids)
+    row = b"\0" * 8 + struct.pack("<Q", (16 << 32) | len(array)) + array
+    assert collect_list_ids(row) == ids
+    with pytest.raises(CorruptFileError):
+        collect_list_ids(row[:20])
+
+
+def test_native_bucket_collect_state_translates() -> None:
+    """A bucket-collect state row as Spark's RocksDB store holds it -> statebed's encoding."""
+    array = struct.pack("<q", 2) + b"\0" * 8 + struct.pack("<2q", 5, 9)
+    buffer = b"\0" * 8 + struct.pack("<Q", (16 << 32) | len(array)) + array
+    key = b"\0" + b"\0" * 8 + struct.pack("<q", 42)
+    value = b"\0" + b"\0" * 8 + struct.pack("<Q", (16 << 32) | len(buffer)) + buffer
+    assert list(native_items("bucket-collect", [(key, value)])) == [((42).to_bytes(8, "big"), struct.pack(">2q", 5, 9))]
+
+
+def test_sample_encoding_matches_the_statebed_workload() -> None:
+    items = dict(encode_sample(4, [10, 12], 5))
+    k = (4).to_bytes(8, "big")
+    assert items == {k + b"\0" + (10).to_bytes(8, "big"): b"", k + b"\0" + (12).to_bytes(8, "big"): b"", k + b"\1": (5).to_bytes(8, "big")}
+
+
+def _row(*longs: int) -> bytes:
+    """A version-0 UnsafeRow of longs, as Spark's state encoding stores it."""
+    return b"\0" + b"\0" * 8 + struct.pack(f"<{len(longs)}q", *longs)
+
+
+def test_native_sample3_state_translates_per_column_family() -> None:
+    """transformWithState keys start with a 2-byte column family id; a ListState value is
+    `[length][row]` per element; `$rowCounter_sample` must agree with the list."""
+    families = {2: "$rowCounter_sample", 3: "sample", 4: "seen"}
+    fam = {n: i.to_bytes(2, "little") for i, n in families.items()}
+    listed = b"".join(len(_row(i)).to_bytes(4, "little") + _row(i) for i in (10, 12))
+    items = [(fam["sample"] + _row(4), listed), (fam["seen"] + _row(4), _row(5)), (fam["$rowCounter_sample"] + _row(4), _row(2))]
+    assert dict(native_items("sample3", items, families)) == dict(encode_sample(4, [10, 12], 5))
+    with pytest.raises(CorruptFileError, match="rowCounter"):
+        list(native_items("sample3", [*items[:2], (fam["$rowCounter_sample"] + _row(4), _row(3))], families))
+    with pytest.raises(CorruptFileError, match="does not fit"):
+        list(native_items("sample3", [(fam["sample"] + _row(4), listed[:-1])], families))
+    with pytest.raises(UsageError, match="column families"):
+        list(native_items("sample3", items))
+
+
+@pytest.mark.parametrize(
+    ("kind", "params", "native_point"),
+    [
+        ("delay-snapshot-upload", {}, "native.snapshot.upload"),
+        ("drop-snapshot-upload", {}, "native.snapshot.upload"),
+        ("fail-changelog-upload", {}, "native.changelog.upload"),
+    ],
+)
+def test_failpoint_faults_reach_native_v1_v2_through_the_jvm_plugin(
+    tmp_path: Path, kind: str, params: dict[str, str], native_point: str
+) -> None:
+    """native-v1 / native-v2 sessions load the plug-in; the faults whose write has a twin there
+    arm the plug-in's point. `native` keeps running without it, so they do not apply there."""
+    from statebed_job.jvm_plugin import POINTS
+
+    f = fault_class(kind)(FaultSpec(id="f", kind=kind, at=Trigger(batch=1), params=params))
+    for mode in ("native-v1", "native-v2"):
+        f.check(mode, "standalone", "local")
+    with pytest.raises(NotApplicable):
+        f.check("native", "standalone", "local")
+    assert native_point in POINTS and f.native_points[f.point] == native_point  # type: ignore[attr-defined]
+
+
+def test_native_v1_v2_sessions_load_the_plugin_and_native_does_not(tmp_path: Path) -> None:
+    for mode, loaded in (("native-v1", True), ("native-v2", True), ("native", False)):
+        conf = spark_conf(JobOptions(mode=mode), RunDir(tmp_path), "local[2]")  # type: ignore[arg-type]
+        assert ("spark.sql.streaming.checkpointFileManagerClass" in conf) == loaded
+        assert ("spark.hadoop.statebed.failpoints.control" in conf) == loaded
+
+
+def test_failpoints_without_a_native_twin_do_not_apply_to_native() -> None:
+    f = fault_class("fail-changelog-upload")(FaultSpec(id="f", kind="fail-changelog-upload", at=Trigger(batch=1), params={"when": "after"}))
+    with pytest.raises(NotApplicable, match="no point in Spark"):
+        f.check("native-v2", "standalone", "local")
+    with pytest.raises(NotApplicable, match="one try"):
+        fault_class("fail-changelog-upload")(FaultSpec(id="g", kind="fail-changelog-upload", at=Trigger(batch=1))).check(
+            "native-v1", "local", "local"
+        )
+
+
+@pytest.mark.parametrize("fmt", ["native-v1", "native-v2"])
+def test_load_run_takes_the_native_formats(tmp_path: Path, fmt: str) -> None:
+    from statebed_load.run import LoadOptions, job_command
+
+    args = build_parser().parse_args(["load", "run", "--format", fmt])
+    assert args.format == fmt
+    cmd = job_command(LoadOptions(format=fmt), None, 7, tmp_path)
+    assert cmd[cmd.index("--format") + 1] == fmt
