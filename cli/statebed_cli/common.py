@@ -49,6 +49,14 @@ def non_negative_int(text: str) -> int:
     return value
 
 
+def positive_int(text: str) -> int:
+    """An argparse type: an integer >= 1 (counts, sizes)."""
+    value = non_negative_int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {value}")
+    return value
+
+
 def bounded_int(hi: int) -> Callable[[str], int]:
     """An argparse type: an integer in 1..hi (the limits in statebed_chaos.limits)."""
 

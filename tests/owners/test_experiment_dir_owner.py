@@ -14,21 +14,13 @@ import re
 from pathlib import Path
 
 import pytest
+from test_layering import PACKAGES as _LAYERS
 
 from statebed_model.experimentdir import ExperimentDir, MatrixDir, control_file
 from statebed_store.errors import NotRegularFileError, UsageError
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = [
-    "store/statebed_store",
-    "model/statebed_model",
-    "verify/statebed_verify",
-    "job/statebed_job",
-    "chaos/statebed_chaos",
-    "loadtests/statebed_load",
-    "report/statebed_report",
-    "cli/statebed_cli",
-]
+PACKAGES = list(_LAYERS.values())  # every package, as the layering test lists them
 OWNER = Path("model/statebed_model/experimentdir.py")
 # Being rewritten this round by other hands, to take their names from ExperimentDir: the one
 # harness (issue 26) and the load run's Prometheus exporter (issue 29).

@@ -12,17 +12,10 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from test_layering import PACKAGES as _LAYERS
+
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = [
-    "store/statebed_store",
-    "model/statebed_model",
-    "verify/statebed_verify",
-    "job/statebed_job",
-    "chaos/statebed_chaos",
-    "loadtests/statebed_load",
-    "report/statebed_report",
-    "cli/statebed_cli",
-]
+PACKAGES = list(_LAYERS.values())  # every package, as the layering test lists them
 
 
 def modules() -> dict[str, Path]:

@@ -10,19 +10,12 @@ import sys
 import time
 from pathlib import Path
 
+from test_layering import PACKAGES as _LAYERS
+
 from statebed_job.procs import spawn, stop_children
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = [
-    "store/statebed_store",
-    "model/statebed_model",
-    "verify/statebed_verify",
-    "job/statebed_job",
-    "chaos/statebed_chaos",
-    "loadtests/statebed_load",
-    "report/statebed_report",
-    "cli/statebed_cli",
-]
+PACKAGES = list(_LAYERS.values())  # every package, as the layering test lists them
 OWNER = "job/statebed_job/procs.py"
 STUBBORN = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('ready', flush=True); time.sleep(600)"
 

@@ -25,7 +25,7 @@ from statebed_store.config import StoreOptions
 from statebed_store.errors import UsageError
 from statebed_store.naming import COMMITS_DIR, OFFSETS_DIR, hadoop_crc_name, printable
 
-from ..common import EXIT_OK, add_s3_args, emit_json, open_checkpoint, open_location
+from ..common import EXIT_OK, add_s3_args, emit_json, open_checkpoint, open_location, positive_int
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -40,28 +40,20 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         "the checkpoint's lock (CKPT/.statebed-lock, the one `rewind` takes; local checkpoints only).",
     )
     p.add_argument("checkpoint", metavar="CKPT", help="a statebed checkpoint, a run directory or a Spark checkpoint (a directory or s3://)")
-    p.add_argument("--retain", type=_positive, metavar="N", help="committed batches to keep loadable (default: 100; Spark: all it holds)")
+    p.add_argument(
+        "--retain", type=positive_int, metavar="N", help="committed batches to keep loadable (default: 100; Spark: all it holds)"
+    )
     p.add_argument("--dry-run", action="store_true", help="print what would be deleted; change nothing")
     p.add_argument("--delete-orphans", action="store_true", help="on a Spark checkpoint: delete the orphans found")
     p.add_argument(
         "--sst-grace", type=float, default=None, metavar="S", help="keep unreferenced SSTs younger than S seconds (default: 600)"
     )
     p.add_argument(
-        "--delete-batch", type=_positive, default=DELETE_BATCH, metavar="N", help="files per delete request (default: %(default)s)"
+        "--delete-batch", type=positive_int, default=DELETE_BATCH, metavar="N", help="files per delete request (default: %(default)s)"
     )
     p.add_argument("--json", action="store_true", help="machine-readable output")
     add_s3_args(p)
     p.set_defaults(run=run)
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {value}")
-    return value
 
 
 @dataclass

@@ -21,8 +21,8 @@ from statebed_chaos.limits import MAX_DURATION_S, MAX_SIZES
 from statebed_load.prometheus import PROMETHEUS_HELP, prometheus_for_run
 from statebed_load.run import KEYS, SHAPES, LoadOptions, run_load
 
-from ..common import bounded_int, duration_arg, non_negative_int
-from .run import positive_float, positive_int
+from ..common import bounded_int, duration_arg, non_negative_int, positive_int
+from .run import positive_float
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

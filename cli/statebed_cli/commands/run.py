@@ -20,16 +20,9 @@ from statebed_store import S3Settings, failpoints
 from statebed_store.errors import UsageError
 from statebed_verify import EXIT_CODES, merge_verdicts, summarise, verify_run
 
-from ..common import duration_arg, non_negative_int
+from ..common import duration_arg, non_negative_int, positive_int
 from .report import default_report
 from .verify import VERDICT
-
-
-def positive_int(text: str) -> int:
-    value = non_negative_int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {value}")
-    return value
 
 
 def positive_float(text: str) -> float:
