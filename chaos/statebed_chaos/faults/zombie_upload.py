@@ -49,6 +49,9 @@ zombie killed before it wrote is `fired: false`; no event log, `fired: null` (un
 
 params: what (changelog | snapshot), partition (default 0), hold_ms (default 60000),
 slow_ms (default 5000 for changelog, 10000 for snapshot: attempt 1 must finish first).
+
+native-v1 / native-v2 (`what: changelog` only): Spark's own delayed close through the JVM
+plug-in, attempt 0's changelog landing after the next batch's commit (`zombie_native`).
 """
 
 from __future__ import annotations
@@ -57,11 +60,13 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from statebed_model.eventlog import EventLog, TaskAttempt
+from statebed_model.native_state import PLUGIN_MODES, is_native
 from statebed_store.errors import UsageError
 
-from .base import Evidence, Fault, FaultContext, FaultSpec
+from .base import Evidence, Fault, FaultContext, FaultSpec, NotApplicable
 from .failpoint_fault import filter_text, matching, positive, term_target
 from .processes import add_term, event_log_or_none, remove_term
+from .zombie_native import NativeZombie
 
 __all__ = ["FAULT", "ZombieUpload", "accepted_attempts"]
 
@@ -104,8 +109,8 @@ class ZombieUpload(Fault):
     description: ClassVar[str] = (
         "a losing attempt's changelog or snapshot upload is held until the accepted attempt wrote the same version, then released"
     )
-    modes: ClassVar[frozenset[str]] = frozenset({"v1", "v2"})  # statebed's failpoints; native Spark has none
-    needs: ClassVar[frozenset[str]] = frozenset({"standalone"})  # speculation launches the copy
+    modes: ClassVar[frozenset[str]] = frozenset({"v1", "v2", *PLUGIN_MODES})  # native: the JVM plug-in's delayed close
+    needs: ClassVar[frozenset[str]] = frozenset({"standalone"})  # speculation launches the copy (native: task retries)
 
     def __init__(self, spec: FaultSpec) -> None:
         super().__init__(spec)
@@ -119,6 +124,12 @@ class ZombieUpload(Fault):
         self.winner = {**self.zombie, "attempt": 1 - self.variant.zombie}
         self.terms = self._terms(filter_text(self.winner), filter_text(self.zombie))
         self._armed: list[tuple[str, str]] = []
+        self.native = NativeZombie(spec.at.batch, self.zombie["partition"], self.hold_ms)
+
+    def check(self, mode: str, cluster: str, storage: str) -> None:
+        super().check(mode, cluster, storage)
+        if is_native(mode) and self.variant.file != "changelog":
+            raise NotApplicable(f"{self.kind} of a snapshot has no losing twin in Spark's store (one upload per version): changelog only")
 
     def _terms(self, w: str, z: str) -> list[tuple[str, str]]:
         """The armed terms (see the module docstring); markers are 1 ms delays that leave a firing record."""
@@ -129,6 +140,9 @@ class ZombieUpload(Fault):
         return [(COMMITTED, f"{z}1*delay({self.slow_ms})"), (LOADED, gate), (SNAP_BEFORE, hold), *((SNAP_AFTER, m) for m in marks)]
 
     def prepare(self, ctx: FaultContext) -> None:
+        if ctx.mode in PLUGIN_MODES:
+            self.native.prepare(ctx)
+            return
         self._armed = [(point, add_term(ctx.control, point, term)) for point, term in self.terms]
 
     def _ready(self, ctx: FaultContext, hold: str, held: dict[str, int], on: str, by: dict[str, int]) -> tuple[dict[str, Any], ...] | None:
@@ -144,6 +158,8 @@ class ZombieUpload(Fault):
 
     def inject(self, ctx: FaultContext) -> dict[str, Any]:
         """(snapshot: let the gated winner go on once the zombie committed;) release the zombie once the winner wrote."""
+        if ctx.mode in PLUGIN_MODES:
+            return self.native.inject(ctx)
         v = self.variant
         gate = {"winner_gate": self._release(ctx, LOADED, self.winner, COMMITTED, self.zombie)} if v.gate else {}
         got = self._release(ctx, v.hold, self.zombie, v.release, self.winner)
@@ -158,6 +174,9 @@ class ZombieUpload(Fault):
         }
 
     def heal(self, ctx: FaultContext) -> None:
+        if ctx.mode in PLUGIN_MODES:
+            self.native.heal(ctx)
+            return
         if self._armed:
             ctx.control.release(self.variant.hold)  # never leave the zombie (or the gated winner) blocked
             if self.variant.gate:
@@ -169,6 +188,8 @@ class ZombieUpload(Fault):
     def evidence(self, ctx: FaultContext) -> Evidence:
         if not ctx.control.path.exists():
             return Evidence(None, f"the run has no failpoint control file ({ctx.control.path}): cannot tell")
+        if ctx.mode in PLUGIN_MODES:
+            return self.native.evidence(ctx)
         found = self._writes(ctx)
         if isinstance(found, Evidence):
             return found

@@ -1,0 +1,153 @@
+"""zombie-upload on Spark's own store (issue 28): the JVM plug-in's delayed close of attempt 0's
+changelog, landing after the next batch's commit. Without Spark: where it applies, what it arms,
+and its evidence read from the plug-in's firing records. On real Spark 4.3 (slow, standalone):
+the example experiment's native V1 control is caught, with the plug-in's records as proof."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from statebed_chaos.experiment import load_experiment
+from statebed_chaos.faults import FaultContext, FaultSpec, NotApplicable, Trigger, fault_class
+from statebed_chaos.faults.zombie_native import COMMIT_MARK, ZOMBIE
+from statebed_chaos.runner import run_experiment
+from statebed_chaos.targets import LocalTargets
+from statebed_model.rundir import RunDir
+from statebed_store.failpoint_control import Control
+from statebed_verify.history import History
+
+EXAMPLES = Path(__file__).parents[2] / "examples" / "experiments"
+FILE = "file:/ckpt/state/0/0/3.changelog"
+TASK = {"batch": 2, "partition": 0, "attempt": 0}
+
+
+def zombie(what: str = "changelog") -> Any:
+    return fault_class("zombie-upload")(FaultSpec("z", "zombie-upload", Trigger(2), None, {"partition": 0, "what": what}))
+
+
+def context(tmp_path: Path, mode: str = "native-v1") -> FaultContext:
+    run = tmp_path / "run"
+    return FaultContext(
+        run=RunDir(run),
+        mode=mode,
+        cluster="standalone",
+        targets=LocalTargets(run),
+        control=Control(run / "failpoints" / "control.json"),
+        history=History(tmp_path / "history.jsonl"),
+    )
+
+
+def record(ctx: FaultContext, t: float, point: str, action: str, task: dict[str, int], **extra: Any) -> None:
+    """One line in the plug-in's record shape, as the JVM (pid 4242) appends it."""
+    rec = {"time": t, "failpoint": point, "action": action, "spec": "", "pid": 4242, "host": "h", "task": task, "hit": 1}
+    with (ctx.control.directory / "fired-4242.jsonl").open("a") as f:
+        f.write(json.dumps({**rec, "control_version": 1, **extra}) + "\n")
+
+
+@pytest.mark.parametrize("mode", ["native-v1", "native-v2"])
+def test_the_changelog_zombie_applies_to_native_v1_and_v2(mode: str) -> None:
+    zombie().check(mode, "standalone", "local")
+
+
+def test_the_snapshot_zombie_and_plain_native_do_not_apply() -> None:
+    with pytest.raises(NotApplicable, match="changelog only"):
+        zombie("snapshot").check("native-v1", "standalone", "local")
+    with pytest.raises(NotApplicable, match="does not apply to native runs"):
+        zombie().check("native", "standalone", "local")  # no plug-in in `native`
+
+
+@pytest.mark.parametrize(
+    ("mode", "zombie_filter"), [("native-v1", "[batch=2,partition=0,attempt=0]"), ("native-v2", "[batch=2,partition=0]")]
+)
+def test_native_prepare_arms_the_delayed_close_and_the_commit_marker(tmp_path: Path, mode: str, zombie_filter: str) -> None:
+    """V2's changelog is closed on a checksum pool thread, with no task context: no attempt key there."""
+    ctx = context(tmp_path, mode)
+    f = zombie()
+    f.prepare(ctx)
+    points = ctx.control.read()["points"]
+    assert points[ZOMBIE] == f"{zombie_filter}1*hold(60000)"
+    assert points[COMMIT_MARK] == "[batch=3]1*delay(1)"
+    assert not any(p.startswith("task.") or p.startswith("changelog.") for p in points)  # none of statebed's points
+    f.heal(ctx)
+    assert ctx.control.read()["points"] == {}
+
+
+def test_native_evidence_needs_the_landing_after_the_newer_commit(tmp_path: Path) -> None:
+    ctx = context(tmp_path)
+    f = zombie()
+    f.prepare(ctx)
+    assert f.evidence(ctx).fired is False  # nothing held
+    now = time.time()
+    record(ctx, now, ZOMBIE, "hold(60000)", TASK, file=FILE)
+    record(ctx, now + 1, ZOMBIE, "released", TASK, file=FILE, held_s=1.0)
+    record(ctx, now + 2, ZOMBIE, "zombie-landed", TASK, file=FILE, after="released")
+    ev = f.evidence(ctx)
+    assert ev.fired is False and "commit never passed" in ev.detail  # no newer commit seen
+    record(ctx, now + 3, COMMIT_MARK, "delay(1)", {"batch": 3}, file="file:/ckpt/commits/3")
+    ev = f.evidence(ctx)
+    assert ev.fired is False and "landed before batch 3's commit" in ev.detail
+    record(ctx, now + 4, ZOMBIE, "zombie-landed", TASK, file=FILE, after="released")  # (a second landing is not this hold's first)
+    assert f.evidence(ctx).fired is False
+
+
+def test_native_evidence_after_the_commit_asks_spark_which_attempt_won(tmp_path: Path) -> None:
+    ctx = context(tmp_path)
+    f = zombie()
+    f.prepare(ctx)
+    now = time.time()
+    record(ctx, now, ZOMBIE, "hold(60000)", TASK, file=FILE)
+    record(ctx, now + 1, COMMIT_MARK, "delay(1)", {"batch": 3}, file="file:/ckpt/commits/3")
+    record(ctx, now + 2, ZOMBIE, "released", TASK, file=FILE, held_s=2.0)
+    record(ctx, now + 3, ZOMBIE, "zombie-landed", TASK, file=FILE, after="released")
+    ev = f.evidence(ctx)
+    assert ev.fired is None and "no event log" in ev.detail, ev  # the records alone: unknown, never fired
+    assert [next(iter(p)) for p in ev.proof] == ["hold", "hold_end", "landing", "newer_commit"]
+
+
+def result_of(tmp_path: Path, mode: str) -> Any:
+    """The example experiment, without its fault-free baseline run (the other verifiers judge it)."""
+    exp = load_experiment(EXAMPLES / f"zombie-upload-sample3-{mode}.yaml")
+    exp = replace(exp, verifiers=tuple(v for v in exp.verifiers if v != "baseline"))
+    return run_experiment(exp, out_dir=tmp_path / mode, progress=False)
+
+
+def fired_proof(res: Any, mode: str) -> dict[str, Any]:
+    """The fault fired, by the plug-in's records and Spark's event log: its proof by name."""
+    ev = res.faults[0]
+    assert ev["fired"] is True, ev
+    proof = {k: v for p in ev["proof"] for k, v in p.items()}
+    assert proof["hold"]["task"] == (TASK if mode == "native-v1" else {"batch": 2, "partition": 0})  # V2: no task context
+    assert proof["hold_end"]["action"] == "released" and proof["landing"]["action"] == "zombie-landed"
+    assert proof["landing"]["time"] > proof["newer_commit"]["time"] and proof["accepted"]["attempt"] >= 1
+    assert proof["failed"]["attempt"] == 0 and proof["failed"]["outcome"] != "Success"
+    return proof
+
+
+@pytest.mark.slow
+def test_native_v1_zombie_changelog_is_caught(tmp_path: Path) -> None:
+    """The example's control on real Spark 4.3: attempt 0's 3.changelog lands over the retry's
+    after batch 3 committed; the verifier loads version 3 from its files. Run under the Spark flock."""
+    res = result_of(tmp_path, "native-v1")
+    assert fired_proof(res, "native-v1")["hold"]["file"].endswith("/state/0/0/3.changelog")  # V1: the name the retry committed
+    assert res.valid is False and res.exit_code == 1, res.reasons
+    mixed = [a for a in res.anomalies if a["kind"] == "output-mismatch" and "state after batch 2, loaded from its files" in a["detail"]]
+    assert mixed, res.anomalies  # version 3 (batch 2) is attempt 0's draws against the retry's committed output
+
+
+@pytest.mark.slow
+def test_native_v2_under_the_same_zombie_stays_valid(tmp_path: Path) -> None:
+    """The twin: the same delayed close lands as `3_<uuid>.changelog`, an orphan beside the
+    committed file that no commit names."""
+    res = result_of(tmp_path, "native-v2")
+    held = fired_proof(res, "native-v2")["hold"]["file"]
+    assert re.search(r"/state/0/0/3_[0-9a-f-]{36}\.changelog$", held), held
+    assert (res.valid, res.exit_code) == (True, 0), (res.reasons, res.anomalies)
+    commit = (tmp_path / "native-v2" / "faulted" / "spark-checkpoint" / "commits" / "2").read_text()
+    assert held.rsplit("/3_", 1)[1].removesuffix(".changelog") not in commit  # the zombie's id is no committed one
