@@ -85,7 +85,7 @@ def test_the_writer_caps_the_lineage_when_snapshots_never_happen(local_storage: 
         ({"extra_conf": {"k": 1}}, "--conf must be KEY=VALUE strings"),
         ({"slow_task": "1:2"}, "--slow-task wants BATCH:PARTITION:MILLISECONDS"),
         ({"slow_task": "1:-2:5"}, "--slow-task wants BATCH:PARTITION:MILLISECONDS"),
-        ({"mode": "v9"}, "mode must be v2, v1, native-v1, native-v2 or native (= native-v2)"),
+        ({"mode": "v9"}, "mode must be v2, v1, native-v1, native-v2 or native \\(= native-v2\\)"),
     ],
 )
 def test_bad_job_option_is_named(changes: dict[str, Any], says: str) -> None:
