@@ -79,14 +79,26 @@ class CleanupRace(Fault):
                 batches = []
             if batches and batches[-1] > seen:
                 seen = batches[-1]
-                ctx.wait(functools.partial(self._racing_attempt, ctx, seen + 1), timeout_s=30.0)
+                ctx.wait(functools.partial(self._racing_attempt, ctx, seen + 1, log_), timeout_s=30.0)
+                if self._latest(log_) > seen:  # the batch it waited for ended before the wait saw it: catch up first
+                    continue
                 m.committed(seen)
                 m.run_pass()
             else:
                 ctx.stop.wait(ctx.poll_s)
 
-    def _racing_attempt(self, ctx: FaultContext, batch: int) -> bool:
-        return self._done.is_set() or self._next_attempt_running(ctx, batch)
+    def _racing_attempt(self, ctx: FaultContext, batch: int, log_: CommitLog) -> bool:
+        """Stop waiting once an attempt of `batch` runs, or once `batch` committed (its attempts are over:
+        waiting on would let the run's held attempts go by unraced)."""
+        return self._done.is_set() or self._next_attempt_running(ctx, batch) or self._latest(log_) >= batch
+
+    @staticmethod
+    def _latest(log_: CommitLog) -> int:
+        try:
+            batches = log_.batch_ids()
+        except StatebedError:
+            return -1
+        return batches[-1] if batches else -1
 
     @staticmethod
     def _next_attempt_running(ctx: FaultContext, batch: int) -> bool:
