@@ -45,6 +45,7 @@ from statebed_job.procs import Child, spawn
 from statebed_model.experimentdir import ExperimentDir
 from statebed_store.errors import RunFailedError, UsageError
 from statebed_store.localfs import atomic_write
+from statebed_store.netaddr import answers
 
 __all__ = [
     "JOBS",
@@ -290,11 +291,7 @@ def _last_line(path: Path) -> str:
 
 
 def _ready(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(f"{url}/-/ready", timeout=1.0) as r:
-            return bool(r.status == 200)
-    except OSError:
-        return False
+    return answers(f"{url}/-/ready")
 
 
 def _api(url: str, path: str, params: dict[str, str]) -> Any:

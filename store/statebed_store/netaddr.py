@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import ipaddress
 import socket
+import urllib.request
 
 from .errors import UsageError
 
-__all__ = ["IPAddress", "check_bind", "check_port", "resolve"]
+__all__ = ["IPAddress", "answers", "check_bind", "check_port", "resolve"]
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
@@ -56,3 +57,12 @@ def check_bind(host: str, port: int, *, public: bool, flag: str = "--host", port
     if not public:
         raise UsageError(f"{flag} {host or '(all interfaces)'}: not a loopback address; binding beyond this machine needs --public")
     return f"listening on {host or '(all interfaces)'}:{port}, reachable beyond this machine (--public)"
+
+
+def answers(url: str, timeout_s: float = 1.0) -> bool:
+    """Does a GET of `url` answer 200 now (a server's readiness probe; any error is "not yet")."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout_s) as r:
+            return bool(r.status == 200)
+    except OSError:
+        return False

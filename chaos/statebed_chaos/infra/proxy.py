@@ -5,12 +5,12 @@ from __future__ import annotations
 import shutil
 import sys
 import time
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
 from statebed_job.procs import Child, spawn
 from statebed_store.errors import UsageError
+from statebed_store.netaddr import answers
 
 from .seaweedfs import free_port
 
@@ -44,11 +44,7 @@ def _statebed() -> str:
 
 
 def _answers(api: str) -> bool:
-    try:
-        with urllib.request.urlopen(f"{api}/version", timeout=1.0) as r:
-            return bool(r.status == 200)
-    except OSError:
-        return False
+    return answers(f"{api}/version")
 
 
 def start_proxy(workdir: Path, *, seed: int = 0, timeout_s: float = 30.0) -> ProxyProcess:
