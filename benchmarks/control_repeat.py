@@ -1,8 +1,8 @@
 """Run each V1 positive control many times in a row: a control that sometimes passes is not a
 control (issue 24 #18). Outside `make test`: each repetition is a real Spark run.
 
-Controls: the pytest tests asserting a V1 experiment is caught, and the example experiments
-whose comment says "Expected: invalid". A repetition counts as caught only when the test
+Controls: the pytest tests asserting a V1 experiment is caught, the example experiments
+whose comment says "Expected: invalid", and the quick matrix's V1 cell. A repetition counts as caught only when the test
 passed (it asserts the fault fired and the verdict is false) or the experiment's verdict is
 false with its fault fired; anything else is listed with its reason.
 `--lock FILE` runs each repetition under `flock FILE` (one Spark at a time on a shared machine).
@@ -34,11 +34,16 @@ EXPERIMENTS = {
     "zombie-upload-snapshot-v1-example": "examples/experiments/zombie-upload-snapshot-sample3-v1.yaml",
     "rewind-reprocess-v1-example": "examples/experiments/rewind-reprocess-sample3-v1.yaml",
 }
+# the quick matrix's V1 control cell, run as `make test` runs it (narrowed to that one cell)
+MATRIX_CELLS = {"quick-matrix-v1-cell": ["--quick", "--faults", "zombie-upload", "--workloads", "sample3", "--formats", "v1"]}
+
+
+KNOWN = [*TESTS, *EXPERIMENTS, *MATRIX_CELLS]
 
 
 def arguments(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="benchmarks/control_repeat.py", description=__doc__.split("\n\n")[0])
-    p.add_argument("--controls", default=",".join(TESTS), help=f"comma-separated, of: {', '.join([*TESTS, *EXPERIMENTS])}")
+    p.add_argument("--controls", default=",".join(TESTS), help=f"comma-separated, of: {', '.join(KNOWN)}")
     p.add_argument("--repeats", type=int, default=20)
     p.add_argument("--lock", default=None, help="run each repetition under `flock LOCK`")
     p.add_argument("--jsonl", type=Path, default=None, help="append one JSON line per repetition to this file")
@@ -62,7 +67,21 @@ def run_test(args: argparse.Namespace, test: str, out: Path) -> dict[str, Any]:
 def run_experiment(args: argparse.Namespace, path: str, out: Path) -> dict[str, Any]:
     cmd = _locked(args, [sys.executable, "-m", "statebed_cli.main", "chaos", "run", str(ROOT / path), "--out", str(out), "--json"])
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
-    verdict_path = out / "verdict.json"
+    return judged(out / "verdict.json", proc)
+
+
+def run_matrix_cell(args: argparse.Namespace, flags: list[str], out: Path) -> dict[str, Any]:
+    """The matrix narrowed to one V1 cell (it exits 1 itself: no V2 cell proves anything); its cell's verdict."""
+    cmd = _locked(args, [sys.executable, "-m", "statebed_cli.main", "chaos", "matrix", *flags, "--keep", "--no-report", "--out", str(out)])
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
+    cells = sorted(out.glob("*/verdict.json"))
+    if len(cells) != 1:
+        return {"caught": False, "why": f"{len(cells)} cell verdicts (exit {proc.returncode}): {proc.stderr.strip()[-300:]}"}
+    return judged(cells[0], proc)
+
+
+def judged(verdict_path: Path, proc: subprocess.CompletedProcess[str]) -> dict[str, Any]:
+    """Caught: the verdict is invalid and every fault fired."""
     if not verdict_path.is_file():
         return {"caught": False, "why": f"no verdict (exit {proc.returncode}): {proc.stderr.strip()[-300:]}"}
     v = json.loads(verdict_path.read_text())
@@ -71,12 +90,20 @@ def run_experiment(args: argparse.Namespace, path: str, out: Path) -> dict[str, 
     return {"caught": v.get("valid") is False and fired, "why": f"valid {v.get('valid')}, fired {fired}, anomalies {kinds}"[:400]}
 
 
+def run_one(args: argparse.Namespace, name: str, out: Path) -> dict[str, Any]:
+    if name in TESTS:
+        return run_test(args, TESTS[name], out)
+    if name in EXPERIMENTS:
+        return run_experiment(args, EXPERIMENTS[name], out)
+    return run_matrix_cell(args, MATRIX_CELLS[name], out)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = arguments(argv)
     names = [n for n in args.controls.split(",") if n]
-    unknown = [n for n in names if n not in TESTS and n not in EXPERIMENTS]
+    unknown = [n for n in names if n not in KNOWN]
     if unknown:
-        raise SystemExit(f"--controls: unknown control(s) {', '.join(unknown)} (known: {', '.join([*TESTS, *EXPERIMENTS])})")
+        raise SystemExit(f"--controls: unknown control(s) {', '.join(unknown)} (known: {', '.join(KNOWN)})")
     work = args.workdir or Path(tempfile.mkdtemp(prefix="control-repeat-"))
     work.mkdir(parents=True, exist_ok=True)
     summary = []
@@ -86,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
         for i in range(1, args.repeats + 1):
             t0 = time.monotonic()
             out = work / f"{name}-{i}"
-            got = run_test(args, TESTS[name], out) if name in TESTS else run_experiment(args, EXPERIMENTS[name], out)
+            got = run_one(args, name, out)
             row = {"control": name, "repeat": i, "seconds": round(time.monotonic() - t0, 1), **got}
             caught += bool(got["caught"])
             if not got["caught"]:

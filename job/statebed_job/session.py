@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 __all__ = [
     "CHECKPOINT_FORMAT_CONF",
     "NATIVE_CONF",
+    "RETAIN_CONF",
     "STANDALONE_SIZING",
     "build_session",
     "failpoint_control",
@@ -33,6 +34,9 @@ __all__ = [
 ]
 
 # Spark's own RocksDB store (native mode), checkpoint format V2; native_conf() sets the version.
+# Spark's maintenance runs every 2 s (not its 60 s default): with changelog checkpointing a zip
+# is uploaded only by maintenance, and a run of a few batches needs one (statebed's reader of
+# transformWithState state reads column-family ids from a zip).
 NATIVE_CONF = {
     "spark.sql.streaming.stateStore.providerClass": "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
     "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
@@ -40,11 +44,18 @@ NATIVE_CONF = {
     "spark.sql.streaming.stateStore.maintenanceInterval": "2s",
 }
 CHECKPOINT_FORMAT_CONF = "spark.sql.streaming.stateStore.checkpointFormatVersion"
+RETAIN_CONF = "spark.sql.streaming.minBatchesToRetain"
 
 
 def native_conf(opts: JobOptions, run: RunDir) -> dict[str, str]:
-    """Spark's store in the run's checkpoint format version, plus `native_extra_conf`'s settings."""
-    return {**NATIVE_CONF, CHECKPOINT_FORMAT_CONF: str(native_format_version(opts.mode)), **native_extra_conf(opts, run)}
+    """Spark's store in the run's checkpoint format version, keeping `--retain` batches (Spark's
+    maintenance and its offset / commit logs), plus `native_extra_conf`'s settings."""
+    return {
+        **NATIVE_CONF,
+        CHECKPOINT_FORMAT_CONF: str(native_format_version(opts.mode)),
+        RETAIN_CONF: str(opts.retain),
+        **native_extra_conf(opts, run),
+    }
 
 
 def native_extra_conf(opts: JobOptions, run: RunDir) -> dict[str, str]:

@@ -92,7 +92,7 @@ def test_zombie_upload_needs_the_zombie_write_after_the_winners(tmp_path: Path) 
     assert ctx.control.read()["points"] == {
         "task.load.after": f"{a0}1*delay(4000)",
         "changelog.upload.before": f"{a1}1*hold(30000)",
-        "changelog.upload.after": f"{a0}1*delay(1)->{a1}1*delay(1)",
+        "changelog.upload.after": f"{a0}1*delay(1)->{a1}1*delay(4000)",  # the zombie straggles once it wrote
         "task.commit.after": f"{a0}1*delay(1)",
     }
     t0, t1 = {"batch": 2, "partition": 1, "attempt": 0}, {"batch": 2, "partition": 1, "attempt": 1}
@@ -108,7 +108,7 @@ def test_zombie_upload_needs_the_zombie_write_after_the_winners(tmp_path: Path) 
     facts = z.inject(ctx)  # the copy is held and the winner committed: releases at once
     assert facts["winner_committed"]["task"] == t0 and ctx.control.read()["released"] == {"changelog.upload.before": 1}
     fire(ctx, "changelog.upload.before", "released", t1, pid=2)
-    fire(ctx, "changelog.upload.after", "delay(1)", t1, pid=2)
+    fire(ctx, "changelog.upload.after", "delay(4000)", t1, pid=2)
     ev = z.evidence(ctx)
     assert ev.fired is None and "no event log" in ev.detail  # both wrote, but which one did Spark accept?
     spark_accepted(ctx, batch=2, partition=1, winner=0)

@@ -16,7 +16,7 @@ from statebed_chaos.faults.base import FaultSpec, NotApplicable, Trigger
 from statebed_cli.commands.run import _options
 from statebed_cli.main import build_parser
 from statebed_job.config import JobOptions
-from statebed_job.session import CHECKPOINT_FORMAT_CONF, spark_conf
+from statebed_job.session import CHECKPOINT_FORMAT_CONF, RETAIN_CONF, spark_conf
 from statebed_model.native_state import collect_list_ids, encode_sample, is_native, native_format_version, native_items
 from statebed_model.rundir import RunDir
 from statebed_store.errors import CorruptFileError, UsageError
@@ -32,7 +32,18 @@ def test_native_session_sets_the_checkpoint_format(tmp_path: Path, mode: str, ve
 
 
 def test_statebed_modes_do_not_touch_spark_store_confs(tmp_path: Path) -> None:
-    assert CONF not in spark_conf(JobOptions(mode="v1"), RunDir(tmp_path), "local[2]")
+    conf = spark_conf(JobOptions(mode="v1", retain=7), RunDir(tmp_path), "local[2]")
+    assert CONF not in conf and RETAIN_CONF not in conf
+
+
+@pytest.mark.parametrize("mode", ["native", "native-v1", "native-v2"])
+def test_retain_is_sparks_min_batches_to_retain_in_native_modes(tmp_path: Path, mode: str) -> None:
+    args = build_parser().parse_args(
+        ["run", "--format", mode, "--retain", "7"] if mode != "native" else ["run", "--native", "--retain", "7"]
+    )
+    assert spark_conf(_options(args), RunDir(tmp_path), "local[2]")[RETAIN_CONF] == "7"
+    assert spark_conf(JobOptions(mode=mode), RunDir(tmp_path), "local[2]")[RETAIN_CONF] == "100"  # type: ignore[arg-type]
+    assert RETAIN_CONF == "spark.sql.streaming.minBatchesToRetain"
 
 
 def test_native_modes() -> None:

@@ -65,7 +65,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.add_argument("--master", default=None, help="use a running cluster (spark://...) instead of starting one")
     p.add_argument("--snapshot-interval", type=positive_int, help=f"versions between snapshots (default: {d.snapshot_interval})")
     p.add_argument(
-        "--retain", type=positive_int, metavar="N", help=f"committed versions maintenance keeps loadable per store (default: {d.retain})"
+        "--retain",
+        type=positive_int,
+        metavar="N",
+        help=f"committed versions maintenance keeps loadable per store; native: Spark's minBatchesToRetain (default: {d.retain})",
     )
     p.add_argument(
         "--maintenance-interval",
