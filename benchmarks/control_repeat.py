@@ -106,21 +106,24 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(f"--controls: unknown control(s) {', '.join(unknown)} (known: {', '.join(KNOWN)})")
     work = args.workdir or Path(tempfile.mkdtemp(prefix="control-repeat-"))
     work.mkdir(parents=True, exist_ok=True)
-    summary = []
-    for name in names:
-        caught = 0
-        misses = []
-        for i in range(1, args.repeats + 1):
+    rows: dict[str, list[dict[str, Any]]] = {name: [] for name in names}
+    for i in range(1, args.repeats + 1):  # round-robin: a loop stopped early leaves every control equally far
+        for name in names:
             t0 = time.monotonic()
-            out = work / f"{name}-{i}"
-            got = run_one(args, name, out)
+            got = run_one(args, name, work / f"{name}-{i}")
             row = {"control": name, "repeat": i, "seconds": round(time.monotonic() - t0, 1), **got}
-            caught += bool(got["caught"])
-            if not got["caught"]:
-                misses.append(f"#{i}: {got['why']}")
+            rows[name].append(row)
             line = f"{name} #{i}: {'caught' if got['caught'] else 'NOT caught'} ({row['seconds']} s) {got['why'][:200]}"
             benchlib.progress_row(row, line, args.jsonl)
-        summary.append({"control": name, "caught": caught, "repeats": args.repeats, "misses": misses})
+    summary = [
+        {
+            "control": name,
+            "caught": sum(bool(r["caught"]) for r in rs),
+            "repeats": len(rs),
+            "misses": [f"#{r['repeat']}: {r['why']}" for r in rs if not r["caught"]],
+        }
+        for name, rs in rows.items()
+    ]
     if args.json:
         print(json.dumps({"benchmark": "control_repeat", "controls": summary}, indent=2))
     else:
