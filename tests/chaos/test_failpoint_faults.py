@@ -148,7 +148,7 @@ def test_zombie_snapshot_holds_the_original_until_the_copys_snapshot_is_durable(
     z.prepare(ctx)
     a0, a1 = "[batch=2,partition=0,attempt=0]", "[batch=2,partition=0,attempt=1]"
     assert ctx.control.read()["points"] == {
-        "task.commit.after": f"{a0}1*delay(10000)",  # the zombie is the original, a straggler after its commit
+        "task.commit.after": f"{a0}1*delay(30000)",  # the zombie is the original, a straggler after its commit
         "task.load.after": f"{a1}1*hold(30000)",  # the copy may not commit before it
         "snapshot.upload.before": f"{a0}1*hold(30000)",
         "snapshot.upload.after": f"{a1}1*delay(1)->{a0}1*delay(1)",
@@ -157,7 +157,7 @@ def test_zombie_snapshot_holds_the_original_until_the_copys_snapshot_is_durable(
     spark_accepted(ctx, batch=2, partition=0, winner=1)
     assert z.evidence(ctx).fired is False  # nothing held
     fire(ctx, "task.load.after", "hold(30000)", t1, pid=2)  # a copy launched early waits
-    fire(ctx, "task.commit.after", "delay(10000)", t0, pid=1)  # for the zombie's commit
+    fire(ctx, "task.commit.after", "delay(30000)", t0, pid=1)  # for the zombie's commit
     fire(ctx, "snapshot.upload.before", "hold(30000)", t0, pid=1)
     fire(ctx, "task.commit.after", "delay(1)", t1, pid=2)  # the copy's commit is not what releases a snapshot
     assert z._ready(ctx, "snapshot.upload.before", z.zombie, "snapshot.upload.after", z.winner) is None

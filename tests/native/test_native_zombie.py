@@ -1,7 +1,8 @@
 """zombie-upload on Spark's own store (issue 28): the JVM plug-in's delayed close of attempt 0's
-changelog, landing after the next batch's commit. Without Spark: where it applies, what it arms,
-and its evidence read from the plug-in's firing records. On real Spark 4.3 (slow, standalone):
-the example experiment's native V1 control is caught, with the plug-in's records as proof."""
+changelog (or, `what: snapshot`, of the zip of version 1 that the task itself uploads), landing
+after the next batch's commit. Without Spark: where it applies, what it arms, and its evidence
+read from the plug-in's firing records. On real Spark 4.3 (slow, standalone): the example
+experiments' native V1 controls are caught, with the plug-in's records as proof."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import pytest
 
 from statebed_chaos.experiment import load_experiment
 from statebed_chaos.faults import FaultContext, FaultSpec, NotApplicable, Trigger, fault_class
-from statebed_chaos.faults.zombie_native import COMMIT_MARK, ZOMBIE
+from statebed_chaos.faults.zombie_native import COMMIT_MARK, SNAPSHOT_ZOMBIE, ZOMBIE
 from statebed_chaos.runner import run_experiment
 from statebed_chaos.targets import LocalTargets
 from statebed_model.rundir import RunDir
@@ -28,8 +29,8 @@ FILE = "file:/ckpt/state/0/0/3.changelog"
 TASK = {"batch": 2, "partition": 0, "attempt": 0}
 
 
-def zombie(what: str = "changelog") -> Any:
-    return fault_class("zombie-upload")(FaultSpec("z", "zombie-upload", Trigger(2), None, {"partition": 0, "what": what}))
+def zombie(what: str = "changelog", batch: int = 2) -> Any:
+    return fault_class("zombie-upload")(FaultSpec("z", "zombie-upload", Trigger(batch), None, {"partition": 0, "what": what}))
 
 
 def context(tmp_path: Path, mode: str = "native-v1") -> FaultContext:
@@ -56,11 +57,48 @@ def test_the_changelog_zombie_applies_to_native_v1_and_v2(mode: str) -> None:
     zombie().check(mode, "standalone", "local")
 
 
-def test_the_snapshot_zombie_and_plain_native_do_not_apply() -> None:
-    with pytest.raises(NotApplicable, match="changelog only"):
-        zombie("snapshot").check("native-v1", "standalone", "local")
+def test_plain_native_does_not_apply() -> None:
     with pytest.raises(NotApplicable, match="does not apply to native runs"):
         zombie().check("native", "standalone", "local")  # no plug-in in `native`
+
+
+@pytest.mark.parametrize("mode", ["native-v1", "native-v2"])
+def test_the_snapshot_zombie_applies_to_batch_0_only(mode: str) -> None:
+    """Only version 1's zip is uploaded by the task (forced: its column families are new); later
+    zips come from the committed store's maintenance thread, once: no losing twin."""
+    zombie("snapshot", batch=0).check(mode, "standalone", "local")
+    with pytest.raises(NotApplicable, match="batch 0"):
+        zombie("snapshot").check(mode, "standalone", "local")
+
+
+@pytest.mark.parametrize(
+    ("mode", "zombie_filter"), [("native-v1", "[batch=0,partition=0,attempt=0]"), ("native-v2", "[batch=0,partition=0]")]
+)
+def test_native_snapshot_prepare_arms_the_zip_close(tmp_path: Path, mode: str, zombie_filter: str) -> None:
+    ctx = context(tmp_path, mode)
+    f = zombie("snapshot", batch=0)
+    f.prepare(ctx)
+    assert ctx.control.read()["points"] == {SNAPSHOT_ZOMBIE: f"{zombie_filter}1*hold(60000)", COMMIT_MARK: "[batch=1]1*delay(1)"}
+    f.heal(ctx)
+    assert ctx.control.read()["points"] == {}
+
+
+def test_native_snapshot_evidence_reads_the_zip_close(tmp_path: Path) -> None:
+    """The snapshot variant's proof is its own point's records: a changelog hold does not count."""
+    ctx = context(tmp_path)
+    f = zombie("snapshot", batch=0)
+    f.prepare(ctx)
+    task, zip_file, now = {"batch": 0, "partition": 0, "attempt": 0}, "file:/ckpt/state/0/0/1.zip", time.time()
+    record(ctx, now, ZOMBIE, "hold(60000)", task, file="file:/ckpt/state/0/0/1.changelog")
+    ev = f.evidence(ctx)
+    assert ev.fired is False and "zip close" in ev.detail, ev
+    record(ctx, now, SNAPSHOT_ZOMBIE, "hold(60000)", task, file=zip_file)
+    record(ctx, now + 1, COMMIT_MARK, "delay(1)", {"batch": 1}, file="file:/ckpt/commits/1")
+    record(ctx, now + 2, SNAPSHOT_ZOMBIE, "released", task, file=zip_file, held_s=2.0)
+    record(ctx, now + 3, SNAPSHOT_ZOMBIE, "zombie-landed", task, file=zip_file, after="released")
+    ev = f.evidence(ctx)
+    assert ev.fired is None and "no event log" in ev.detail, ev
+    assert ev.proof[0]["hold"]["file"] == zip_file and [next(iter(p)) for p in ev.proof] == ["hold", "hold_end", "landing", "newer_commit"]
 
 
 @pytest.mark.parametrize(
@@ -111,19 +149,19 @@ def test_native_evidence_after_the_commit_asks_spark_which_attempt_won(tmp_path:
     assert [next(iter(p)) for p in ev.proof] == ["hold", "hold_end", "landing", "newer_commit"]
 
 
-def result_of(tmp_path: Path, mode: str) -> Any:
-    """The example experiment, without its fault-free baseline run (the other verifiers judge it)."""
-    exp = load_experiment(EXAMPLES / f"zombie-upload-sample3-{mode}.yaml")
+def result_of(tmp_path: Path, mode: str, what: str = "") -> Any:
+    """The example experiment (`what`: "" or "snapshot-"), without its fault-free baseline run (the other verifiers judge it)."""
+    exp = load_experiment(EXAMPLES / f"zombie-upload-{what}sample3-{mode}.yaml")
     exp = replace(exp, verifiers=tuple(v for v in exp.verifiers if v != "baseline"))
     return run_experiment(exp, out_dir=tmp_path / mode, progress=False)
 
 
-def fired_proof(res: Any, mode: str) -> dict[str, Any]:
+def fired_proof(res: Any, mode: str, task: dict[str, int] = TASK) -> dict[str, Any]:
     """The fault fired, by the plug-in's records and Spark's event log: its proof by name."""
     ev = res.faults[0]
     assert ev["fired"] is True, ev
     proof = {k: v for p in ev["proof"] for k, v in p.items()}
-    assert proof["hold"]["task"] == (TASK if mode == "native-v1" else {"batch": 2, "partition": 0})  # V2: no task context
+    assert proof["hold"]["task"] == (task if mode == "native-v1" else {k: task[k] for k in ("batch", "partition")})  # V2: no task context
     assert proof["hold_end"]["action"] == "released" and proof["landing"]["action"] == "zombie-landed"
     assert proof["landing"]["time"] > proof["newer_commit"]["time"] and proof["accepted"]["attempt"] >= 1
     assert proof["failed"]["attempt"] == 0 and proof["failed"]["outcome"] != "Success"
@@ -151,3 +189,29 @@ def test_native_v2_under_the_same_zombie_stays_valid(tmp_path: Path) -> None:
     assert (res.valid, res.exit_code) == (True, 0), (res.reasons, res.anomalies)
     commit = (tmp_path / "native-v2" / "faulted" / "spark-checkpoint" / "commits" / "2").read_text()
     assert held.rsplit("/3_", 1)[1].removesuffix(".changelog") not in commit  # the zombie's id is no committed one
+
+
+SNAP_TASK = {"batch": 0, "partition": 0, "attempt": 0}
+
+
+@pytest.mark.slow
+def test_native_v1_zombie_snapshot_is_caught(tmp_path: Path) -> None:
+    """The snapshot control on real Spark 4.3: attempt 0's forced 1.zip (its task uploads it: the
+    column families are new) lands over the retry's after batch 1 committed; versions 1-4 load
+    from it. Run under the Spark flock."""
+    res = result_of(tmp_path, "native-v1", "snapshot-")
+    assert fired_proof(res, "native-v1", SNAP_TASK)["hold"]["file"].endswith("/state/0/0/1.zip")  # V1: the name the retry wrote
+    assert res.valid is False and res.exit_code == 1, res.reasons
+    mixed = [a for a in res.anomalies if a["kind"] == "output-mismatch" and "state after batch 0, loaded from its files" in a["detail"]]
+    assert mixed, res.anomalies  # version 1 (batch 0) is attempt 0's draws against the retry's committed output
+
+
+@pytest.mark.slow
+def test_native_v2_under_the_snapshot_zombie_stays_valid(tmp_path: Path) -> None:
+    """The twin: attempt 0's zip lands as `1_<uuid>.zip` beside the retry's; no commit names it."""
+    res = result_of(tmp_path, "native-v2", "snapshot-")
+    held = fired_proof(res, "native-v2", SNAP_TASK)["hold"]["file"]
+    assert re.search(r"/state/0/0/1_[0-9a-f-]{36}\.zip$", held), held
+    assert (res.valid, res.exit_code) == (True, 0), (res.reasons, res.anomalies)
+    commit = (tmp_path / "native-v2" / "faulted" / "spark-checkpoint" / "commits" / "0").read_text()
+    assert held.rsplit("/1_", 1)[1].removesuffix(".zip") not in commit  # the zombie's id is no committed one
