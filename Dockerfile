@@ -1,8 +1,9 @@
 # syntax=docker/dockerfile:1
 # statebed's image: Debian bookworm with its Python 3.11 and OpenJDK 17, pyspark 4.3.0 from PyPI
-# (it carries Spark's jars and bin/), statebed installed with its pinned dependencies, and the
-# S3A connector for native mode. Non-root (uid 185, as apache/spark's images); the entrypoint
-# (k8s/entrypoint.sh) starts Spark-on-Kubernetes executors, everything else runs as given.
+# (it carries Spark's jars and bin/), statebed installed with its pinned dependencies, the S3A
+# connector for native mode and the JVM failpoint plug-in's jar (native-v1/native-v2). Non-root
+# (uid 185, as apache/spark's images); the entrypoint (k8s/entrypoint.sh) starts
+# Spark-on-Kubernetes executors, everything else runs as given.
 #
 # Why not apache/spark:4.3.0-python3: statebed and pyspark 4.3 need Python >= 3.11, and
 # apache/spark's 4.x images (apache/spark-docker, e.g. 4.0.0/scala2.13-java17-ubuntu) are
@@ -74,6 +75,24 @@ RUN set -eux; \
     else \
       echo "S3A_JARS=$S3A_JARS: hadoop-aws not added, native mode cannot use s3a://"; \
     fi
+
+# The JVM failpoint plug-in (jvm/src; docs/native-failpoints.md), which native-v1/native-v2 runs load:
+# compiled by statebed's own build (statebed_job.jvm_plugin: javac against the installed pyspark's
+# jars) into a fixed path that STATEBED_JVM_JAR names, so runs use it instead of compiling (an
+# installed statebed has no jvm/ and the image no javac). The JDK is installed for this step only
+# and purged in the same layer; the JRE installed above stays. After the pip and S3A layers, so a
+# change to the Java sources rebuilds only this one.
+ARG JDK_PACKAGE=openjdk-17-jdk-headless
+COPY jvm/src /opt/statebed/jvm/src
+RUN set -eux; \
+    apt-get update; \
+    apt-get install -y --no-install-recommends ${JDK_PACKAGE}; \
+    python3 -m statebed_job.jvm_plugin --sources /opt/statebed/jvm/src --jar /opt/statebed/statebed-jvm.jar; \
+    apt-get purge -y --auto-remove ${JDK_PACKAGE}; \
+    rm -rf /var/lib/apt/lists/*; \
+    test ! -e "$JAVA_HOME/bin/javac"; \
+    java -version
+ENV STATEBED_JVM_JAR=/opt/statebed/statebed-jvm.jar
 
 WORKDIR /tmp
 USER 185

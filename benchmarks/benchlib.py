@@ -19,6 +19,7 @@ import os
 import pstats
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -147,6 +148,40 @@ def median(xs: Sequence[float]) -> float:
 
 def pct(xs: Sequence[float], q: float) -> float:
     return float(np.percentile(np.asarray(xs, dtype=float), q))
+
+
+def statebed_json(argv: Sequence[str], label: str, timeout_s: float = 7200) -> tuple[dict[str, Any], float]:
+    """`statebed ARGV` in its own process (no failpoints inherited): its last JSON object on stdout and
+    its wall seconds. A non-zero exit raises, naming `label`: a benchmark never times a failed run."""
+    environ = {k: v for k, v in os.environ.items() if k not in ("STATEBED_FAILPOINTS", "STATEBED_FAILPOINTS_CONTROL")}
+    t0 = time.perf_counter()
+    proc = subprocess.run(
+        [sys.executable, "-m", "statebed_cli.main", *argv], capture_output=True, text=True, env=environ, timeout=timeout_s
+    )
+    wall = time.perf_counter() - t0
+    if proc.returncode != 0:
+        raise RuntimeError(f"{label} exited {proc.returncode}: {proc.stderr[-2000:]}")
+    out = proc.stdout
+    return json.loads(out if out.startswith("{") else out[out.rfind("\n{") + 1 :]), wall
+
+
+def paired_ratio_ci(num: Sequence[float], den: Sequence[float]) -> tuple[float, float, float]:
+    """Geometric mean of the per-pair ratios num[i] / den[i] and its 95% t interval (on the logs).
+
+    Pairs, not pooled samples: each pair ran back to back, so a machine that got slower or
+    faster over the run moves both sides of a pair and cancels in its ratio."""
+    logs = [math.log(a / b) for a, b in zip(num, den, strict=True)]
+    mean = statistics.fmean(logs)
+    if len(logs) < 2:
+        return math.exp(mean), math.nan, math.nan
+    half = _T95.get(len(logs) - 1, 1.96) * statistics.stdev(logs) / math.sqrt(len(logs))
+    return math.exp(mean), math.exp(mean - half), math.exp(mean + half)
+
+
+# two-sided 95% Student t quantiles by degrees of freedom (1.96 beyond 30)
+_T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228,
+        11: 2.201, 12: 2.179, 13: 2.160, 14: 2.145, 15: 2.131, 16: 2.120, 17: 2.110, 18: 2.101, 19: 2.093, 20: 2.086,
+        21: 2.080, 22: 2.074, 23: 2.069, 24: 2.064, 25: 2.060, 26: 2.056, 27: 2.052, 28: 2.048, 29: 2.045, 30: 2.042}  # fmt: skip
 
 
 def finite(x: float) -> bool:

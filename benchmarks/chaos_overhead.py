@@ -17,10 +17,7 @@ price of the baseline (reported). Every run must be valid.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -45,15 +42,13 @@ def experiment_file(work: Path, mode: str, sizes: dict[str, int], seed: int) -> 
 
 
 def command(work: Path, mode: str, sizes: dict[str, int], seed: int) -> list[str]:
-    cli = [sys.executable, "-m", "statebed_cli.main"]
     if mode == "run":
         sized = [f"--{k.replace('_', '-')}={v}" for k, v in sizes.items()]
-        return [*cli, "run", "--run-dir", str(work / "run"), "--workload", "count", f"--seed={seed}", *sized, "--json"]
-    return [*cli, "chaos", "run", str(experiment_file(work, mode, sizes, seed)), "--out", str(work / "exp"), "--json"]
+        return ["run", "--run-dir", str(work / "run"), "--workload", "count", f"--seed={seed}", *sized, "--json"]
+    return ["chaos", "run", str(experiment_file(work, mode, sizes, seed)), "--out", str(work / "exp"), "--json"]
 
 
-def valid(mode: str, stdout: str) -> bool:
-    doc = json.loads(stdout[stdout.rfind("\n{") + 1 :] if not stdout.startswith("{") else stdout)
+def valid(mode: str, doc: dict[str, Any]) -> bool:
     if mode == "run":
         return all(v["valid"] is True for v in doc["verdicts"].values())
     return doc.get("valid") is True
@@ -62,13 +57,8 @@ def valid(mode: str, stdout: str) -> bool:
 def measure(env: benchlib.Env, mode: str, sizes: dict[str, int], seed: int, i: int) -> dict[str, Any]:
     """One process of one mode; its wall time and whether its verdict was valid."""
     work = env.dir(f"{mode}-{i}")
-    environ = {k: v for k, v in os.environ.items() if k not in ("STATEBED_FAILPOINTS", "STATEBED_FAILPOINTS_CONTROL")}
-    t0 = time.perf_counter()
-    proc = subprocess.run(command(work, mode, sizes, seed), capture_output=True, text=True, env=environ, timeout=3600)
-    wall = time.perf_counter() - t0
-    if proc.returncode != 0:
-        raise RuntimeError(f"{mode} run {i} exited {proc.returncode}: {proc.stderr[-2000:]}")
-    out = {"wall_s": round(wall, 2), "valid": valid(mode, proc.stdout)}
+    doc, wall = benchlib.statebed_json(command(work, mode, sizes, seed), f"{mode} run {i}", timeout_s=3600)
+    out = {"wall_s": round(wall, 2), "valid": valid(mode, doc)}
     env.remove(work)
     return out
 

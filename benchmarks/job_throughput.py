@@ -17,12 +17,8 @@ executor-cache hit rate (a task that finds its partition open in its Python work
 
 from __future__ import annotations
 
-import json
-import os
 import statistics
-import subprocess
 import sys
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -74,14 +70,8 @@ def measure(env: benchlib.Env, cluster: str, mode: str, sizes: dict[str, int], i
     work = env.dir(f"{cluster}-{mode}-{i}")
     run_dir = work / "run"
     sized = [f"--{k.replace('_', '-')}={v}" for k, v in sizes.items()]
-    cmd = [sys.executable, "-m", "statebed_cli.main", "run", "--run-dir", str(run_dir), "--workload", "count", *sized, "--json"]
-    environ = {k: v for k, v in os.environ.items() if k != "STATEBED_FAILPOINTS"}
-    t0 = time.perf_counter()
-    proc = subprocess.run([*cmd, *MODES[mode], *CLUSTERS[cluster]], capture_output=True, text=True, env=environ, timeout=7200)
-    wall = time.perf_counter() - t0
-    if proc.returncode != 0:
-        raise RuntimeError(f"{cluster} {mode} run {i} exited {proc.returncode}: {proc.stderr[-2000:]}")
-    s = json.loads(proc.stdout[proc.stdout.rfind("\n{") + 1 :])
+    argv = ["run", "--run-dir", str(run_dir), "--workload", "count", *sized, "--json", *MODES[mode], *CLUSTERS[cluster]]
+    s, wall = benchlib.statebed_json(argv, f"{cluster} {mode} run {i}")
     out = {
         "steady_records_per_s": s["steady_records_per_s"],
         "records_per_s": s["records_per_s"],

@@ -6,11 +6,14 @@ wraps Spark's default checkpoint file manager and Hadoop's local FileSystem and 
 grammar and control file as `statebed_store.failpoints`; this module registers its points (so
 `Control.arm` accepts them), compiles the jar with the JDK's `javac` against pyspark's own jars
 (once per source digest; nothing downloaded) and gives the Spark confs that load it.
+`python -m statebed_job.jvm_plugin --sources DIR --jar PATH` compiles named sources into a named
+jar instead: how the image (Dockerfile) ships the plug-in, which its STATEBED_JVM_JAR then names.
 See docs/native-failpoints.md.
 """
 
 from __future__ import annotations
 
+import argparse
 import fcntl
 import hashlib
 import os
@@ -18,13 +21,15 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 
 from statebed_store import failpoints
-from statebed_store.errors import StatebedError, UsageError
-from statebed_store.localfs import move_durably
+from statebed_store.errors import NotRegularFileError, StatebedError, UsageError
+from statebed_store.localfs import atomic_write, check_regular
+from statebed_store.naming import printable
 
-__all__ = ["POINTS", "build", "find_javac", "jar_path", "plugin_confs", "pyspark_jars"]
+__all__ = ["POINTS", "build", "compile_jar", "find_javac", "jar_path", "plugin_confs", "pyspark_jars"]
 
 JVM_DIR = Path(__file__).resolve().parents[2] / "jvm"
 SOURCES = JVM_DIR / "src"
@@ -71,8 +76,8 @@ def find_javac() -> str:
     return found
 
 
-def _sources() -> list[Path]:
-    return sorted(SOURCES.rglob("*.java"))
+def _sources(root: Path | None = None) -> list[Path]:
+    return sorted((SOURCES if root is None else root).rglob("*.java"))
 
 
 def jar_path() -> Path:
@@ -97,22 +102,45 @@ def build() -> Path:
     jar = jar_path()
     if jar.is_file():
         return jar
-    javac = find_javac()
+    find_javac()  # missing: the one-line error before anything is created
     BUILD.mkdir(parents=True, exist_ok=True)
     with open(BUILD / ".lock", "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if jar.is_file():  # another process built it while we waited
             return jar
-        with tempfile.TemporaryDirectory(dir=BUILD) as tmp:
-            classes = Path(tmp) / "classes"
-            _run([javac, "--release", "17", "-nowarn", "-d", str(classes), "-cp", f"{pyspark_jars()}/*", *map(str, _sources())])
-            staged = Path(tmp) / jar.name
-            _run([str(Path(javac).with_name("jar")), "--create", "--file", str(staged), "-C", str(classes), "."])
-            move_durably(staged, jar)  # the jar's name is new: checked under the lock
+        _compile(_sources(), jar)
         for old in BUILD.glob("statebed-jvm-*.jar"):
             if old != jar and old.is_file() and not old.is_symlink():
                 old.unlink()
     return jar
+
+
+def compile_jar(sources: Path, jar: Path) -> Path:
+    """Compile the plug-in's Java `sources` (a directory) into `jar`, whatever STATEBED_JVM_JAR says:
+    the image's build step, where the jar's name is fixed and the sources are not in a checkout.
+    An existing regular file at `jar` is replaced whole; anything else there is a usage error."""
+    files = _sources(sources)
+    if not files:
+        raise UsageError(f"--sources {printable(sources)}: no .java files (the JVM failpoint plug-in's jvm/src)")
+    try:
+        check_regular(jar)
+    except NotRegularFileError as e:
+        raise UsageError(f"--jar {printable(jar)}: {e.detail}") from None
+    except OSError as e:
+        raise UsageError(f"--jar {printable(jar)}: {e.strerror or e}") from None
+    _compile(files, jar)
+    return jar.absolute()
+
+
+def _compile(sources: list[Path], jar: Path) -> None:
+    """The one javac + jar invocation: `sources` against pyspark's jars, published at `jar` whole or not at all."""
+    javac = find_javac()
+    with tempfile.TemporaryDirectory(prefix="statebed-jvm-") as tmp:
+        classes = Path(tmp) / "classes"
+        _run([javac, "--release", "17", "-nowarn", "-d", str(classes), "-cp", f"{pyspark_jars()}/*", *map(str, sources)])
+        staged = Path(tmp) / "plugin.jar"
+        _run([str(Path(javac).with_name("jar")), "--create", "--file", str(staged), "-C", str(classes), "."])
+        atomic_write(jar, staged.read_bytes())
 
 
 def _run(argv: list[str]) -> None:
@@ -139,18 +167,38 @@ def plugin_confs(control_file: Path) -> dict[str, str]:
     }
 
 
-def main() -> int:
-    """`python -m statebed_job.jvm_plugin`: build the jar (make jvm) and print its path."""
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m statebed_job.jvm_plugin",
+        description="Build the JVM failpoint plug-in's jar and print its path: by default jvm/build/statebed-jvm-<digest>.jar "
+        "from this checkout's jvm/src (make jvm; STATEBED_JVM_JAR, if set, is used instead); with --jar, the sources compiled into PATH.",
+    )
+    p.add_argument(
+        "--sources", type=Path, metavar="DIR", help="the plug-in's Java sources (default: jvm/src of this checkout); needs --jar"
+    )
+    p.add_argument(
+        "--jar", type=Path, metavar="PATH", help="compile into this jar (replacing a regular file there), ignoring STATEBED_JVM_JAR"
+    )
+    return p
+
+
+def main(argv: Sequence[str] = ()) -> int:
+    """`python -m statebed_job.jvm_plugin [--sources DIR --jar PATH]`: build the jar and print its path."""
+    parser = _parser()
+    args = parser.parse_args(list(argv))
+    if args.sources is not None and args.jar is None:
+        parser.error("--sources needs --jar (the default build is named by the sources' digest in jvm/build)")
     try:
-        print(build())
+        jar = build() if args.jar is None else compile_jar(args.sources or SOURCES, args.jar)
     except StatebedError as e:
         print(f"statebed: {e}", file=sys.stderr)
         return 2
     except RuntimeError as e:  # our sources do not compile: a bug
         print(f"statebed: {e}", file=sys.stderr)
         return 70
+    print(printable(jar))
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))

@@ -229,6 +229,27 @@ def test_control_repeat(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
     assert (tmp_path / "runs" / "zombie-upload-v1-test-1").is_dir()  # pytest's basetemp: the nested run stayed under ours
 
 
+@pytest.mark.slow
+def test_plugin_overhead(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Starts Spark: one native run without the plug-in and one with it unarmed, both valid."""
+    res = run("plugin_overhead", tmp_path, capsys)
+    m = res["metrics"]
+    assert m["valid"] is True and {k: len(v) for k, v in m["runs"].items()} == {"plain": 1, "plugin": 1}
+    (ratio,) = res["ratios"]
+    assert ratio["value"] == pytest.approx(m["runs"]["plugin"][0]["batch_s"] / m["runs"]["plain"][0]["batch_s"])
+
+
+def test_paired_ratio_ci_is_the_geometric_mean_of_the_pairs_with_a_t_interval() -> None:
+    benchlib = load("plugin_overhead").benchlib  # as the benchmarks import it
+    mean, lo, hi = benchlib.paired_ratio_ci([2.0, 8.0, 4.0], [1.0, 2.0, 4.0])  # pair ratios 2, 4, 1
+    assert mean == pytest.approx(2.0) and lo < 1.0 < 4.0 < hi
+    same, lo1, hi1 = benchlib.paired_ratio_ci([3.0, 3.3], [3.0, 3.3])
+    assert same == pytest.approx(1.0) and lo1 == pytest.approx(1.0) and hi1 == pytest.approx(1.0)
+    assert math.isnan(benchlib.paired_ratio_ci([2.0], [1.0])[1])
+    with pytest.raises(ValueError):
+        benchlib.paired_ratio_ci([1.0, 2.0], [1.0])
+
+
 def test_every_benchmark_has_a_smoke_test() -> None:
     scripts = {p.stem for p in BENCH_DIR.glob("*.py")} - {"benchlib", "run_all"}
     tested = {name.removeprefix("test_") for name in globals() if name.startswith("test_")}

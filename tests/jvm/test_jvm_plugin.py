@@ -146,3 +146,59 @@ def test_plugin_confs_load_the_manager_and_the_filesystem(tmp_path: Path) -> Non
     assert conf["spark.hadoop.fs.file.impl.disable.cache"] == "true"
     assert conf["spark.jars"] == str(jvm_plugin.jar_path())
     assert conf["spark.hadoop.statebed.failpoints.control"] == str(tmp_path / "failpoints" / "control.json")
+
+
+def test_a_prebuilt_jar_needs_no_javac(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """The image has the sources' jar but no JDK: with STATEBED_JVM_JAR set, nothing looks for javac,
+    even where no jar of the checkout's sources exists yet (the control: unset, the same call fails on javac)."""
+    monkeypatch.setattr(jvm_plugin, "BUILD", tmp_path / "build")
+    monkeypatch.delenv("JAVA_HOME", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    (tmp_path / "given.jar").write_bytes(b"PK")
+    monkeypatch.setenv("STATEBED_JVM_JAR", str(tmp_path / "given.jar"))
+    assert jvm_plugin.build() == tmp_path / "given.jar" and jvm_plugin.main() == 0
+    assert capsys.readouterr().out.strip() == str(tmp_path / "given.jar")
+    monkeypatch.delenv("STATEBED_JVM_JAR")
+    with pytest.raises(UsageError, match="javac not found"):
+        jvm_plugin.build()
+    assert not (tmp_path / "build").exists()
+
+
+def test_the_cli_compiles_named_sources_into_a_named_jar(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The image's build step: `--sources DIR --jar PATH` compiles with the real javac into exactly PATH,
+    whatever STATEBED_JVM_JAR says (the image sets it to PATH), and again replaces the jar whole."""
+    monkeypatch.setenv("STATEBED_JVM_JAR", str(tmp_path / "not-built-yet.jar"))
+    jar = tmp_path / "opt" / "statebed-jvm.jar"
+    assert jvm_plugin.main(["--sources", str(jvm_plugin.SOURCES), "--jar", str(jar)]) == 0
+    assert capsys.readouterr().out.strip() == str(jar)
+    names = zipfile.ZipFile(jar).namelist()
+    assert {"statebed/FailpointCheckpointFileManager.class", "statebed/FailpointLocalFileSystem.class"} <= set(names)
+    assert sorted(p.name for p in tmp_path.rglob("*") if p.is_file()) == ["statebed-jvm.jar"]  # nothing staged left behind
+    done = subprocess.run(
+        ["java", "-cp", f"{jar}:{jvm_plugin.pyspark_jars()}/*", "statebed.ParseMain"],
+        input="native.changelog.upload=1*error\n",
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0 and json.loads(done.stdout) == python_parse("native.changelog.upload=1*error"), done.stderr
+    jar.write_bytes(b"stale")
+    assert jvm_plugin.main(["--jar", str(jar)]) == 0 and zipfile.is_zipfile(jar)  # default sources; a regular file is replaced
+
+
+def test_the_cli_names_bad_sources_and_a_jar_path_that_is_no_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "empty").mkdir()
+    assert jvm_plugin.main(["--sources", str(tmp_path / "empty"), "--jar", str(tmp_path / "p.jar")]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and "--sources" in err[0] and "empty: no .java files" in err[0], err
+    assert jvm_plugin.main(["--sources", str(jvm_plugin.SOURCES), "--jar", str(tmp_path / "empty")]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and "--jar" in err[0] and "is a directory" in err[0], err
+    with pytest.raises(SystemExit) as e:
+        jvm_plugin.main(["--sources", str(jvm_plugin.SOURCES)])
+    assert e.value.code == 2 and "--sources needs --jar" in capsys.readouterr().err
+    assert not (tmp_path / "p.jar").exists()
