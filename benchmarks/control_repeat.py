@@ -25,6 +25,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import benchlib
 
+from statebed_chaos.matrix import fault_caused
+
 ROOT = Path(__file__).resolve().parents[1]
 TESTS = {
     "zombie-upload-v1-test": "tests/chaos/test_failpoint_faults.py::test_zombie_upload_v1_is_caught",
@@ -80,14 +82,22 @@ def run_matrix_cell(args: argparse.Namespace, flags: list[str], out: Path) -> di
     return judged(cells[0], proc)
 
 
-def judged(verdict_path: Path, proc: subprocess.CompletedProcess[str]) -> dict[str, Any]:
-    """Caught: the verdict is invalid and every fault fired."""
+def judged(verdict_path: Path, proc: subprocess.CompletedProcess[str] | None = None) -> dict[str, Any]:
+    """Caught: the verdict is invalid, every fault fired, and an anomaly the faults can answer for
+    (the matrix's rule, `fault_caused`: with a baseline invalid on its own, e.g. V1 under
+    speculation alone, only one in the state after a batch a fault struck)."""
     if not verdict_path.is_file():
-        return {"caught": False, "why": f"no verdict (exit {proc.returncode}): {proc.stderr.strip()[-300:]}"}
+        got = f"exit {proc.returncode}: {proc.stderr.strip()[-300:]}" if proc else "not run"
+        return {"caught": False, "why": f"no verdict ({got})"}
     v = json.loads(verdict_path.read_text())
     fired = all(f.get("fired") is True for f in v.get("faults", []))
+    base = v.get("checks", {}).get("baseline", {}).get("verdicts", {})
+    itself = sorted(k for k, b in base.items() if isinstance(b, dict) and b.get("valid") is False)
     kinds = sorted({a.get("kind") for a in v.get("anomalies", [])})
-    return {"caught": v.get("valid") is False and fired, "why": f"valid {v.get('valid')}, fired {fired}, anomalies {kinds}"[:400]}
+    why = f"valid {v.get('valid')}, fired {fired}, baseline itself invalid {itself or 'no'}, anomalies {kinds}"
+    struck = {int(f.get("at", {}).get("batch", -1)) for f in v.get("faults", [])}
+    caused = fault_caused(v.get("anomalies", []), struck, bool(itself))
+    return {"caught": v.get("valid") is False and fired and caused, "why": f"{why}, the faults' {caused}"[:400]}
 
 
 def run_one(args: argparse.Namespace, name: str, out: Path) -> dict[str, Any]:

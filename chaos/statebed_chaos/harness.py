@@ -85,6 +85,11 @@ class ExperimentResult:
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
+    @property
+    def baseline_itself_invalid(self) -> bool:
+        """The fault-free baseline's own verifiers found anomalies (see `_compare`)."""
+        return bool(self.checks.get("baseline", {}).get("itself_invalid"))
+
     def settle(self, verdicts: list[Verdict]) -> None:
         """The verdict over every check, and its exit code from the one table."""
         self.valid = merge_verdicts(verdicts)
@@ -329,7 +334,10 @@ def _verifiers(exp: Experiment, run: RunDir, s3: S3Settings | None, result: Expe
 
 
 def _compare(run: RunDir, base: Baseline, result: ExperimentResult) -> Verdict:
-    result.checks["baseline"] = {"run_dir": base.run_dir, "verdicts": base.verdicts, "error": base.error}
+    itself = sorted(name for name, v in base.verdicts.items() if isinstance(v, dict) and v.get("valid") is False)
+    result.checks["baseline"] = {"run_dir": base.run_dir, "verdicts": base.verdicts, "error": base.error, "itself_invalid": itself}
+    if itself:  # e.g. V1 under speculation alone: its anomalies need no fault, so a finding proves no fault
+        result.reasons.append(f"the fault-free baseline is itself invalid ({', '.join(itself)}): not every anomaly is the faults' doing")
     if base.view is None:
         result.reasons.append(f"baseline: {base.error}")
         return "unknown"

@@ -35,7 +35,7 @@ from .matrix_presets import FORMATS, NONDETERMINISTIC, Cell, Skipped
 from .observed import observed_counts
 from .runner import ExperimentResult, run_experiment
 
-__all__ = ["CellRun", "MatrixResult", "RunCell", "run_experiment_cell", "run_matrix"]
+__all__ = ["CellRun", "MatrixResult", "RunCell", "fault_caused", "run_experiment_cell", "run_matrix"]
 
 EXIT_OK, EXIT_FAILED = EXIT_CODES[True], EXIT_CODES[False]  # pass / fail from the one verdict table
 EXIT_INTERRUPTED = 130
@@ -64,6 +64,7 @@ class CellRun:
     cell_dir: Path  # <out>/<cell>: experiment.yaml and everything the runner wrote
     reasons: list[str] = field(default_factory=list)  # the runner's: why not valid (or why unknown)
     observed: dict[str, int] = field(default_factory=dict)  # `observed_counts` of its history, read before any removal
+    baseline_itself_invalid: bool = False  # the fault-free baseline's own verifiers found anomalies
 
     @property
     def reproduce(self) -> str:
@@ -143,12 +144,9 @@ class MatrixResult:
                 f"no V1 control ran (a V1 cell on {' or '.join(sorted(NONDETERMINISTIC))}): nothing shows the faults can break a store"
             )
         elif not self.v1_caught:
-            other = sum(r.valid is False for r in controls)
             out.append(
                 f"the V1 control was not caught: no V1 cell on {' or '.join(sorted(NONDETERMINISTIC))} was found invalid by a state "
-                f"or lineage anomaly ({len(controls)} ran"
-                + (f"; {other} invalid only by other anomalies: {_kinds(controls)}" if other else "")
-                + ")"
+                f"or lineage anomaly with its faults fired and a valid baseline ({len(controls)} ran{_not_caught(controls)})"
             )
         if self.strict_native and not self.native_ok:
             out.append(f"{sum(r.valid is not True for r in self.natives())} native cell(s) not valid (--strict-native)")
@@ -185,8 +183,37 @@ def _counts(runs: Iterable[CellRun], *, total: str) -> dict[str, int]:
     return {total: sum(n.values()), "valid": n["valid"], "invalid": n["invalid"], "unknown": n["unknown"]}
 
 
+def _fired(run: CellRun) -> bool:
+    return run.faults_fired == len(run.cell.experiment.faults)
+
+
+def _not_caught(controls: list[CellRun]) -> str:
+    """Why the invalid V1 controls do not count, as `; N ...` parts."""
+    bad = [r for r in controls if r.valid is False]
+    unfired = [r for r in bad if not _fired(r)]
+    itself = [r for r in bad if _fired(r) and r.baseline_itself_invalid and not _caught(r)]
+    rest = [r for r in bad if _fired(r) and not r.baseline_itself_invalid]
+    parts = [f"{len(rest)} invalid only by other anomalies: {_kinds(rest)}"] if rest else []
+    parts += [f"{len(unfired)} invalid with a fault that did not fire"] if unfired else []
+    parts += [f"{len(itself)} invalid with a baseline invalid on its own and no anomaly where a fault struck"] if itself else []
+    return "".join(f"; {p}" for p in parts)
+
+
 def _caught(run: CellRun) -> bool:
-    return run.valid is False and any(is_store_anomaly(a) for a in run.anomalies)
+    """Caught by the faults: invalid, every fault fired, and a state or lineage anomaly the faults
+    can answer for (`fault_caused`)."""
+    struck = {f.at.batch for f in run.cell.experiment.faults}
+    return run.valid is False and _fired(run) and fault_caused(run.anomalies, struck, run.baseline_itself_invalid)
+
+
+def fault_caused(anomalies: Iterable[dict[str, Any]], struck: set[int], baseline_itself_invalid: bool) -> bool:
+    """A state or lineage anomaly the faults can answer for. With a valid fault-free baseline, any;
+    when the baseline was invalid on its own (V1 under speculation alone), only one in the state
+    after a batch a fault struck (its `batches`): the others may need no fault at all."""
+    found = [a for a in anomalies if is_store_anomaly(a)]
+    if not baseline_itself_invalid:
+        return bool(found)
+    return any(struck & set(a.get("batches") or ()) for a in found)
 
 
 def _kinds(runs: Iterable[CellRun]) -> str:
@@ -258,6 +285,7 @@ def _run_one(cell: Cell, cell_dir: Path, run_cell: RunCell, baselines: dict[Any,
         cell_dir,
         list(res.reasons),
         _observed(cell_dir),
+        res.baseline_itself_invalid,
     )
 
 

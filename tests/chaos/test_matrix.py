@@ -25,7 +25,7 @@ from process_helpers import assert_no_process_left, interrupt_when
 from statebed_chaos.baseline import Baseline, baseline_key
 from statebed_chaos.experiment import Experiment, load_experiment
 from statebed_chaos.faults import KINDS
-from statebed_chaos.matrix import EXIT_INTERRUPTED, MatrixResult, run_matrix
+from statebed_chaos.matrix import EXIT_INTERRUPTED, MatrixResult, fault_caused, run_matrix
 from statebed_chaos.matrix_presets import FAULTS, NONDETERMINISTIC, PRESETS, Preset, plan_cells
 from statebed_chaos.runner import ExperimentResult
 from statebed_cli.commands import chaos_matrix
@@ -46,6 +46,8 @@ class StandIn:
     anomalies: list[dict[str, Any]] = field(default_factory=lambda: [{"check": "state", "kind": "sample-oversize", "detail": "x"}])
     calls: list[tuple[Key, int]] = field(default_factory=list)
     caches: list[int] = field(default_factory=list)
+    fired: int = 1  # faults_fired of every cell (each cell schedules one fault)
+    baseline_itself_invalid: list[str] = field(default_factory=list)  # the baseline's own invalid verifiers
 
     def __call__(self, exp: Experiment, seed: int, out_dir: Path, baselines: dict[Any, Any]) -> ExperimentResult:
         key = (exp.faults[0].kind, exp.workload, exp.format)
@@ -69,13 +71,14 @@ class StandIn:
             valid=verdict,
             anomalies=anomalies,
             faults=[],
-            faults_fired=1,
+            faults_fired=self.fired,
             faults_scheduled=1,
             baseline_equal=verdict is True,
             run_dir=str(out_dir),
             seconds=0.0,
             exit_code=EXIT_CODES[verdict],
             reproduce="",
+            checks={"baseline": {"itself_invalid": self.baseline_itself_invalid}},
         )
 
 
@@ -219,6 +222,37 @@ def test_the_v1_control_counts_only_when_caught_by_a_state_or_lineage_anomaly(tm
     assert result.v1_caught is False and result.exit_code == 1
     [why] = result.reasons()
     assert why.startswith("the V1 control was not caught") and "1 invalid only by other anomalies" in why, why
+
+
+@pytest.mark.parametrize(
+    ("fired", "itself_invalid", "why"),
+    [
+        (0, [], "1 invalid with a fault that did not fire"),
+        (1, ["state"], "1 invalid with a baseline invalid on its own and no anomaly where a fault struck"),
+    ],
+)
+def test_the_v1_control_counts_only_when_its_fault_fired_and_its_baseline_was_valid(
+    tmp_path: Path, fired: int, itself_invalid: list[str], why: str
+) -> None:
+    """The anomaly must be the fault's: a fault that did not fire, or a fault-free baseline that is
+    itself invalid (V1 under speculation alone), proves nothing about the fault."""
+    stand_in = StandIn({V1_CONTROL: False, V2_CELL: True}, fired=fired, baseline_itself_invalid=itself_invalid)
+    preset = Preset("test", (V1_CONTROL, V2_CELL), 1, BASE)
+    cells, skipped = plan_cells(preset, 1)
+    (tmp_path / "out").mkdir()
+    result = run_matrix(cells, skipped, tmp_path / "out", preset="test", run_cell=stand_in, log=sys.stderr)
+    assert result.v1_caught is False and result.exit_code == 1
+    [reason] = result.reasons()
+    assert why in reason, reason
+
+
+def test_with_a_baseline_invalid_on_its_own_only_an_anomaly_where_the_fault_struck_counts() -> None:
+    at = {"check": "state", "kind": "output-mismatch", "batches": [2]}
+    elsewhere = {"check": "state", "kind": "output-mismatch", "batches": [5]}
+    assert fault_caused([elsewhere], {2}, baseline_itself_invalid=False) is True  # a valid baseline: any store anomaly
+    assert fault_caused([elsewhere, {"check": "state", "kind": "sample-oversize", "batches": []}], {2}, True) is False
+    assert fault_caused([elsewhere, at], {2}, True) is True
+    assert fault_caused([{"check": "baseline", "kind": "baseline-mismatch", "batches": [2]}], {2}, True) is False
 
 
 @pytest.mark.parametrize(
