@@ -4,7 +4,9 @@ Layouts in Spark's RocksDB store (each row is `<version byte 0><UnsafeRow>`):
 * plain key or value: one row;
 * prefix-scan key (session windows, MapState): `<int32 LE length><prefix row><rest row>`;
 * ListState value (mergeOperatorVersion 2): `<int32 LE size><row>` per element, no delimiter;
-* a value with a TTL: the row `(value struct, expiration long)`.
+* a value with a TTL: the row `(value struct, ttlExpirationMs long)` (Spark's reader shows it so);
+* a TTL index key (`$ttl_<var>`, range scan on the expiration): `<int32 LE length><row (binary:
+  0x01 then the expiration as a big-endian long)><row (element key struct)>`.
 Test code only: statebed itself serves bytes, and these decoders check what they read.
 """
 
@@ -16,12 +18,14 @@ from typing import Any
 
 from pyspark.sql.types import (
     ArrayType,
+    BinaryType,
     BooleanType,
     DataType,
     DoubleType,
     IntegerType,
     LongType,
     StringType,
+    StructField,
     StructType,
     TimestampType,
 )
@@ -48,6 +52,8 @@ def _field(row: bytes, base: int, t: DataType) -> Any:
     data = row[offset : offset + size]
     if isinstance(t, StringType):
         return data.decode("utf-8")
+    if isinstance(t, BinaryType):
+        return data
     if isinstance(t, StructType):
         return decode_row(data, t)
     if isinstance(t, ArrayType):
@@ -75,6 +81,15 @@ def prefixed(stored: bytes) -> tuple[bytes, bytes]:
     n = int.from_bytes(stored[:4], "little")
     assert 0 < n < len(stored), f"prefix length {n} does not fit the {len(stored)}-byte key"
     return stored[4 : 4 + n], stored[4 + n :]
+
+
+def ttl_index_key(stored: bytes, element_t: StructType) -> tuple[int, Any]:
+    """A `$ttl_<var>` key: (expiration ms, element key); the value is an empty row."""
+    head, rest = prefixed(stored)
+    (encoded,) = plain(head, StructType([StructField("expirationMs", BinaryType())]))
+    assert len(encoded) == 9 and encoded[0] == 1, f"not a range-scan encoded positive long: {encoded.hex()}"
+    (element,) = plain(rest, StructType([StructField("elementKey", element_t)]))
+    return int.from_bytes(encoded[1:], "big"), element
 
 
 def elements(value: bytes) -> list[bytes]:

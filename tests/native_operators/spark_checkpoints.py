@@ -4,7 +4,13 @@ Each query reads JSON files (one file = one micro-batch: `maxFilesPerTrigger=1` 
 `processAllAvailable()` after each file) and runs on Spark's RocksDB provider with changelog
 checkpointing. After every batch the generator waits on the checkpoint itself (a snapshot
 zip newer than the last one) for at most a few maintenance rounds, so the stores hold both
-snapshots and changelogs to replay. Run as a script to keep the checkpoints for inspection:
+snapshots and changelogs to replay.
+
+State with a TTL needs `timeMode="ProcessingTime"`, and such a query asks for another (empty)
+batch after every batch, so `processAllAvailable()` would never return and `availableNow`
+never ends: those queries run on a processing-time trigger instead, each file waited for in
+the query's progress (its input rows counted, bounded), and stop after the last file.
+Run as a script to keep the checkpoints for inspection:
 
     python tests/native_operators/spark_checkpoints.py OUT_DIR
 """
@@ -18,7 +24,7 @@ import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 FORMAT_CONF = "spark.sql.streaming.stateStore.checkpointFormatVersion"
@@ -34,6 +40,9 @@ SPARK_CONF = {
     "spark.default.parallelism": "2",
 }
 BATCHES = 6
+TTL_MS = 3_600_000  # one hour: nothing expires while the tests run, so Spark's reader and the dump see the same entries
+TIMER_MS = 3_600_000
+TTL_TRIGGER = "1 second"
 
 
 @dataclass
@@ -69,18 +78,35 @@ def _source(spark: Any, directory: Path) -> Any:
     return df.withColumn("event_time", df.ts.cast("timestamp"))
 
 
-def _run(spark: Any, df: Any, ckpt: Path, inputs: Path, mode: str, fmt: int) -> None:
+def _run(spark: Any, df: Any, ckpt: Path, inputs: Path, mode: str, fmt: int, trigger: str | None = None) -> None:
     spark.conf.set(FORMAT_CONF, str(fmt))
-    q = df.writeStream.format("noop").outputMode(mode).option("checkpointLocation", str(ckpt)).start()
+    w = df.writeStream.format("noop").outputMode(mode).option("checkpointLocation", str(ckpt))
+    q = (w if trigger is None else w.trigger(processingTime=trigger)).start()
     try:
         for b in range(BATCHES):
             _write(inputs, b)
-            q.processAllAvailable()
+            if trigger is None:
+                q.processAllAvailable()
+            else:
+                _await_rows(q, sum(len(_rows(i)) for i in range(b + 1)))
             _await_snapshot(ckpt, q)
     finally:
         q.stop()
     if q.exception() is not None:
         raise RuntimeError(f"{ckpt.name}: {q.exception()}")
+
+
+def _await_rows(q: Any, rows: int, rounds: int = 1800) -> None:
+    """Wait (bounded) until the query's progress counts `rows` input rows: a triggered query
+    that always asks for another batch never lets `processAllAvailable()` return."""
+    import threading
+
+    done = threading.Event()
+    for _ in range(rounds):
+        if sum(p["numInputRows"] for p in q.recentProgress) >= rows or not q.isActive:
+            return
+        done.wait(0.1)
+    raise RuntimeError(f"{q.name or q.id}: {rows} input rows not processed in {rounds // 10} s")
 
 
 def _zips(ckpt: Path) -> int:
@@ -98,18 +124,19 @@ def _await_snapshot(ckpt: Path, q: Any, rounds: int = 30) -> None:
         done.wait(0.1)
 
 
-def _tws_processor() -> type:
+def _tws_processor(ttl_ms: int | None = None) -> type:
     import pandas as pd
     from pyspark.sql.streaming import StatefulProcessor
 
     class Lists(StatefulProcessor):  # type: ignore[misc]
-        """ListState (RocksDB merge), ValueState, MapState and an event-time timer per key."""
+        """ListState (RocksDB merge), ValueState, MapState and a timer per key: an event-time
+        timer, or with `ttl_ms` (processing time) every variable with that TTL and a processing-time timer."""
 
         def init(self, handle: Any) -> None:
             self.handle = handle
-            self.items = handle.getListState("items", "v long")
-            self.total = handle.getValueState("total", "t long")
-            self.seen = handle.getMapState("seen", "id long", "n long")
+            self.items = handle.getListState("items", "v long", ttl_ms)
+            self.total = handle.getValueState("total", "t long", ttl_ms)
+            self.seen = handle.getMapState("seen", "id long", "n long", ttl_ms)
 
         def handleInputRows(self, key: Any, rows: Iterator[Any], timerValues: Any) -> Iterator[Any]:
             vs = [int(v) for pdf in rows for v in pdf["v"]]
@@ -118,7 +145,8 @@ def _tws_processor() -> type:
             self.total.update((t,))
             for v in vs:
                 self.seen.updateValue((v % 4,), (v,))
-            self.handle.registerTimer(timerValues.getCurrentWatermarkInMs() + 3_600_000)
+            now = timerValues.getCurrentWatermarkInMs() if ttl_ms is None else timerValues.getCurrentProcessingTimeInMs()
+            self.handle.registerTimer(now + TIMER_MS)
             yield pd.DataFrame({"key": [key[0]], "n": [len(vs)]})
 
         def handleExpiredTimer(self, key: Any, timerValues: Any, expiredTimerInfo: Any) -> Iterator[Any]:
@@ -139,7 +167,16 @@ def _pandas_state(key: Any, pdfs: Iterator[Any], state: Any) -> Iterator[Any]:
     yield pd.DataFrame({"key": [key[0]], "n": [total]})
 
 
-def _queries() -> list[tuple[str, int, str, Callable[[Any], Any], list[tuple[str, dict[str, str]]]]]:
+class Query(NamedTuple):
+    name: str
+    fmt: int  # checkpoint format version
+    mode: str  # output mode
+    build: Callable[[Any], Any]  # source DataFrame -> the stateful query
+    reads: list[tuple[str, dict[str, str]]]
+    trigger: str | None = None  # a processing-time trigger interval (TTL queries), else processAllAvailable
+
+
+def _queries() -> list[Query]:
     import pyspark.sql.functions as F
 
     def dedup(df: Any) -> Any:
@@ -158,6 +195,9 @@ def _queries() -> list[tuple[str, int, str, Callable[[Any], Any], list[tuple[str
             .transformWithStateInPandas(_tws_processor()(), "key string, n long", "Update", "EventTime")
         )
 
+    def tws_ttl(df: Any) -> Any:
+        return df.groupBy("key").transformWithStateInPandas(_tws_processor(TTL_MS)(), "key string, n long", "Update", "ProcessingTime")
+
     def join(df: Any) -> Any:
         left = df.where("side = 'L'").select("key", F.col("v").alias("lv"))
         right = df.where("side = 'R'").select("key", F.col("v").alias("rv"))
@@ -169,26 +209,28 @@ def _queries() -> list[tuple[str, int, str, Callable[[Any], Any], list[tuple[str
     tws_vars = [(f"var:{v}", {"stateVarName": v}) for v in ("items", "total", "seen")]
     sides = [(f"side:{s}", {"joinSide": s}) for s in ("left", "right")]
     return [
-        ("dedup", 2, "append", dedup, [("op0", {})]),
-        ("dedup_v1", 1, "append", dedup, [("op0", {})]),
-        ("session", 2, "append", session, [("op0", {})]),
-        ("pandas_state", 2, "update", pandas_state, [("op0", {})]),
-        ("tws", 2, "update", tws, tws_vars),
-        ("tws_v1", 1, "update", tws, tws_vars),
-        ("join", 2, "append", join, sides),
-        ("multi", 2, "update", multi, [("op0", {"operatorId": "0"}), ("op1", {"operatorId": "1"})]),
+        Query("dedup", 2, "append", dedup, [("op0", {})]),
+        Query("dedup_v1", 1, "append", dedup, [("op0", {})]),
+        Query("session", 2, "append", session, [("op0", {})]),
+        Query("pandas_state", 2, "update", pandas_state, [("op0", {})]),
+        Query("tws", 2, "update", tws, tws_vars),
+        Query("tws_v1", 1, "update", tws, tws_vars),
+        Query("tws_ttl", 2, "update", tws_ttl, tws_vars, TTL_TRIGGER),
+        Query("tws_ttl_v1", 1, "update", tws_ttl, tws_vars, TTL_TRIGGER),
+        Query("join", 2, "append", join, sides),
+        Query("multi", 2, "update", multi, [("op0", {"operatorId": "0"}), ("op1", {"operatorId": "1"})]),
     ]
 
 
 def generate(spark: Any, root: Path, only: set[str] | None = None) -> dict[str, Checkpoint]:
     """Write every checkpoint under `root/<name>` (inputs under `root/_input`); returns them by name."""
     out = {}
-    for name, fmt, mode, build, reads in _queries():
-        if only is not None and name not in only:
+    for q in _queries():
+        if only is not None and q.name not in only:
             continue
-        ckpt = root / name
-        _run(spark, build(_source(spark, root / "_input" / name)), ckpt, root / "_input" / name, mode, fmt)
-        out[name] = Checkpoint(name, ckpt, fmt, reads)
+        ckpt, inputs = root / q.name, root / "_input" / q.name
+        _run(spark, q.build(_source(spark, inputs)), ckpt, inputs, q.mode, q.fmt, q.trigger)
+        out[q.name] = Checkpoint(q.name, ckpt, q.fmt, q.reads)
     return out
 
 

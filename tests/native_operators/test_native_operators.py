@@ -96,8 +96,9 @@ def _split_key(head: bytes, rest: bytes, key_t: Any) -> tuple[Any, ...]:
 
 
 def _var_records(capsys: Capsys, ckpt: sc.Checkpoint, var: str, schema: Any, at: list[str]) -> Counter[Any]:
-    """A transformWithState variable: `--state-var` per partition, decoded by its kind."""
-    from pyspark.sql.types import LongType, StructField, StructType
+    """A transformWithState variable: `--state-var` per partition, decoded by its kind with the value
+    type Spark's reader reports (with a TTL: `(value, ttlExpirationMs)`, as the stored row holds it)."""
+    from pyspark.sql.types import StructField, StructType
 
     key_t = schema["key"].dataType
     names = schema.fieldNames()
@@ -108,33 +109,16 @@ def _var_records(capsys: Capsys, ckpt: sc.Checkpoint, var: str, schema: Any, at:
             if "list_element" in names:
                 elem_t = schema["list_element"].dataType
                 for e in rows.elements(value):
-                    out[(rows.plain(key, key_t), _maybe_ttl(e, elem_t))] += 1
+                    out[(rows.plain(key, key_t), rows.plain(e, elem_t))] += 1
             elif "user_map_key" in names:
                 head, rest = rows.prefixed(key)
                 wrap = StructType([StructField("k", key_t)])
                 user = StructType([StructField("u", schema["user_map_key"].dataType)])
-                rec = (rows.plain(head, wrap)[0], rows.plain(rest, user)[0], _maybe_ttl(value, schema["user_map_value"].dataType))
+                rec = (rows.plain(head, wrap)[0], rows.plain(rest, user)[0], rows.plain(value, schema["user_map_value"].dataType))
                 out[rec] += 1
             else:
-                out[(rows.plain(key, key_t), _maybe_ttl(value, schema["value"].dataType))] += 1
-    _ = LongType
+                out[(rows.plain(key, key_t), rows.plain(value, schema["value"].dataType))] += 1
     return out
-
-
-def _maybe_ttl(stored: bytes, value_t: Any) -> tuple[Any, ...]:
-    """A value row, or with a TTL the row `(value, expiration)`: the value either way."""
-    from pyspark.sql.types import LongType, StructField, StructType
-
-    with_ttl = StructType([StructField("v", value_t), StructField("ttl", LongType())])
-    row = stored[1:]
-    if len(row) > 8 + 8 * len(value_t.fields) and rows.decode_row(row, with_ttl)[1] is not None:
-        try:
-            inner = rows.plain(stored, with_ttl)[0]
-            if isinstance(inner, tuple):
-                return inner
-        except AssertionError:
-            pass
-    return rows.plain(stored, value_t)
 
 
 def _spark_records(spark: Any, ckpt: sc.Checkpoint, label: str, opts: dict[str, str], batch: int | None) -> tuple[Any, Counter[Any]]:
@@ -184,15 +168,77 @@ def test_list_lengths_match_their_row_counters(made: tuple[Any, dict[str, sc.Che
     """Spark keeps each list's length in `$rowCounter_<list>`: the dumped lists must have exactly that many elements."""
     _, ckpts = made
     lists = 0
-    for name, var in (("tws", "items"), ("tws_v1", "items")):
+    # a list with a TTL keeps its length in `$count_<list>` instead (Spark's OneToManyTTLState)
+    for name, counter in (("tws", "$rowCounter_items"), ("tws_v1", "$rowCounter_items"), *((n, "$count_items") for n in TTL_CKPTS)):
+        var = "items"
         for part in (0, 1):
             at = ["--operator", "0", "--partition", str(part)]
-            counters = {
-                _bytes(d, "key"): _bytes(d, "value") for d in _dump(capsys, ckpts[name].path, *at, "--state-var", f"$rowCounter_{var}")
-            }
+            counters = {_bytes(d, "key"): _bytes(d, "value") for d in _dump(capsys, ckpts[name].path, *at, "--state-var", counter)}
             values = {_bytes(d, "key"): _bytes(d, "value") for d in _dump(capsys, ckpts[name].path, *at, "--state-var", var)}
             assert set(counters) == set(values), name
             for key, value in values.items():
                 assert len(rows.elements(value)) == int.from_bytes(counters[key][9:17], "little"), (name, key)
                 lists += 1
-    assert lists >= 10, lists
+    assert lists >= 20, lists
+
+
+TTL_CKPTS = ("tws_ttl", "tws_ttl_v1")
+TTL_FAMILIES = ("$ttl_total", "$ttl_items", "$ttl_seen", "$min_items", "$count_items")
+
+
+def _family_entries(capsys: Capsys, ckpt: sc.Checkpoint, family: str) -> list[tuple[bytes, bytes]]:
+    return [
+        (_bytes(d, "key"), _bytes(d, "value"))
+        for part in (0, 1)
+        for d in _dump(capsys, ckpt.path, "--operator", "0", "--partition", str(part), "--state-var", family)
+    ]
+
+
+def _spark_expirations(spark: Any, ckpt: sc.Checkpoint) -> dict[str, Counter[Any]]:
+    """Spark's reader on each TTL'd variable: its value column must be `(value, ttlExpirationMs)`;
+    {var: Counter of (element key, expiration ms)} (a list: every element's)."""
+    out: dict[str, Counter[Any]] = {}
+    for label, opts in ckpt.reads:
+        schema, recs = _spark_records(spark, ckpt, label, opts, None)
+        value_col = schema.fieldNames()[-2]  # value / list_element / user_map_value, before partition_id
+        assert schema[value_col].dataType.fieldNames() == ["value", "ttlExpirationMs"], schema.simpleString()
+        out[opts["stateVarName"]] = Counter((rec[0] if len(rec) == 2 else rec[:2], rec[-1][1]) for rec in recs.elements())
+    return out
+
+
+def test_ttl_indexes_agree_with_sparks_expirations(made: tuple[Any, dict[str, sc.Checkpoint]], capsys: Capsys) -> None:
+    """State with a TTL (ValueState, ListState, MapState; processing time, V2 and V1): Spark's reader
+    shows every value as `(value, ttlExpirationMs)` (the dump equals it: `test_dump_equals_sparks_state_reader`),
+    and Spark's own TTL indexes, which `dump --state-var` lists and reads by name, hold the same
+    expirations: `$ttl_<var>` one (expiration, element key) per value (a list: its earliest),
+    `$min_items` each list's earliest expiration."""
+    from pyspark.sql.types import LongType, StructField, StructType
+
+    spark, ckpts = made
+    compared = {}
+    for name in TTL_CKPTS:
+        ckpt = ckpts[name]
+        code, _, err = run_cli(capsys, "dump", str(ckpt.path), "--operator", "0", "--partition", "0", "--state-var", "no-such-var")
+        assert code == 2 and all(f in err for f in TTL_FAMILIES), err
+        want = _spark_expirations(spark, ckpt)
+        schema = sc.read_state(spark, ckpt, {"stateVarName": "seen"}).schema
+        key_t = schema["key"].dataType
+        composite = StructType([StructField("key", key_t), StructField("userKey", schema["user_map_key"].dataType)])
+        earliest: dict[Any, int] = {}
+        for key, exp in want["items"].elements():
+            earliest[key] = min(exp, earliest.get(key, exp))
+        got = {
+            var: Counter(tuple(reversed(rows.ttl_index_key(k, elem_t))) for k, _ in _family_entries(capsys, ckpt, f"$ttl_{var}"))
+            for var, elem_t in (("total", key_t), ("seen", composite), ("items", key_t))
+        }
+        assert got["total"] == want["total"], name
+        assert got["seen"] == want["seen"], name
+        assert got["items"] == Counter(earliest.items()), name
+        mins = {
+            rows.plain(k, key_t): rows.plain(v, StructType([StructField("e", LongType())]))[0]
+            for k, v in _family_entries(capsys, ckpt, "$min_items")
+        }
+        assert mins == earliest, name
+        assert want["total"] and want["seen"] and earliest, f"{name}: no state with a TTL to check"
+        compared[name] = sum(want["total"].values()) + sum(want["seen"].values()) + sum(want["items"].values())
+    print("TTL'd values whose expirations were checked against the indexes:", json.dumps(compared))
