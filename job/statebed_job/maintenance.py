@@ -48,6 +48,8 @@ class PassRecord:
     seconds: float = 0.0
     error: str | None = None
     at: float = 0.0  # epoch seconds the store's cleanup ended
+    files_kept: int = 0  # what the store holds after the pass (state files, sidecars, SSTs), from cleanup's own listing
+    bytes_kept: int = 0
 
     def to_json(self) -> dict[str, object]:
         return asdict(self)
@@ -157,6 +159,7 @@ class Maintenance:
             return self._failed(rec, e, counting.total - before, t0)
         rec.versions_kept = report.retained
         rec.files_deleted, rec.bytes_deleted, rec.orphans_deleted = report.files_deleted, report.bytes_deleted, len(report.orphans)
+        rec.files_kept, rec.bytes_kept = report.files_kept, report.bytes_kept
         rec.requests, rec.seconds, rec.at = counting.total - before, round(time.perf_counter() - t0, 4), time.time()
         return rec
 

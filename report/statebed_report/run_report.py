@@ -25,6 +25,7 @@ from statebed_verify import Composite, merge_verdicts, summarise, verify_run
 from statebed_verify.history import Op
 
 from . import html as h
+from .checkpoint_size import kept_per_batch, size_figure
 from .lineage_graph import default_partition, lineage_figure, partition_nodes
 from .load_section import find_series, load_figure, read_series
 from .metrics import latency_rows, throughput_figure
@@ -268,6 +269,23 @@ def _lineage(view: RunView) -> str:
     return h.section("Lineage", note + h.figure(fig, "lineage", 380 + 60 * (-lanes)), ident="lineage-section")
 
 
+def _checkpoint_size(view: RunView) -> str:
+    """Files and bytes the stores keep after each maintenance pass; nothing when the run has no such records."""
+    assert view.run is not None
+    try:
+        points = kept_per_batch(view.run.run.maintenance())
+    except StatebedError as e:
+        return h.section("Checkpoint size", f'<p class="note">{h.esc(e)}</p>', ident="checkpoint-size-section")
+    if not points:
+        return ""
+    note = (
+        '<p class="note">From the run\'s maintenance records (<code>maintenance.jsonl</code>): the state files, sidecars and SSTs '
+        "every store holds after its pass, summed over the stores. The commit log (one object per batch, never cleaned) is not counted.</p>"
+    )
+    fig = size_figure(points, view.run.info.params.get("retain"))
+    return h.section("Checkpoint size", note + h.figure(fig, "checkpoint-size", 520), ident="checkpoint-size-section")
+
+
 def _summary(rec: RunRecords) -> dict[str, Any]:
     batches = [op for op in rec.ops if op.type == "batch" and op.fields.get("status") == "committed" and op.end]
     secs = [(op.end or op.start) - op.start for op in batches]
@@ -327,7 +345,7 @@ def render_run(view: RunView) -> str:
     if view.run is not None and t0 is not None:
         body += [_timeline(view, t0), _throughput(view, t0)]
     if view.run is not None:
-        body.append(_lineage(view))
+        body += [_lineage(view), _checkpoint_size(view)]
     body += [_baseline(view), _load(view, t0)]
     again = "same seed, same input, same faults" if view.kind == "experiment" else "same seed, same input, into a new directory"
     body.append(h.section("Reproduce", f"<p>This command runs it again ({again}):</p>" + h.code(view.reproduce), ident="reproduce"))

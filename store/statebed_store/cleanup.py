@@ -69,6 +69,8 @@ class CleanupReport:
     reasons: dict[str, str] = field(default_factory=dict)  # shown path -> why it is deleted
     sizes: dict[str, int] = field(default_factory=dict)  # shown path -> bytes, as listed
     dry_run: bool = False
+    files_kept: int = 0  # state files, sidecars and SSTs the store's listing holds after the deletes
+    bytes_kept: int = 0  # (from the listing cleanup made anyway: no extra request)
 
     @property
     def files_deleted(self) -> int:
@@ -251,6 +253,9 @@ def cleanup_store(
     report.ssts_deleted = [storage.display(p) for p in sst_paths]
     report.reasons = {storage.display(p): r for p, (r, _) in why.items()}
     report.sizes = {storage.display(p): size for p, (_, size) in why.items()}
+    listed = [*files.files.values(), *files.sidecars.values(), *files.sst_listing().values()]
+    report.files_kept = len(listed) - len(why)
+    report.bytes_kept = sum(i.size for i in listed) - report.bytes_deleted
     if not dry_run:
         _delete(storage, paths + sst_paths, delete_batch)
     if paths or sst_paths:

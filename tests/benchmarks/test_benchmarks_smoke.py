@@ -250,6 +250,48 @@ def test_paired_ratio_ci_is_the_geometric_mean_of_the_pairs_with_a_t_interval() 
         benchlib.paired_ratio_ci([1.0, 2.0], [1.0])
 
 
+@pytest.mark.slow
+def test_soak(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Starts Spark: one short run with maintenance after every batch; a sample per batch, and the
+    maintenance records' kept files are the state objects the watcher listed at the end."""
+    res = run("soak", tmp_path, capsys)
+    m = res["metrics"]
+    assert m["valid"] is True and m["maintenance_rows"] > 0 and m["samples"] >= res["params"]["batches"] // 2
+    curves = m["curves"]
+    assert set(curves) == {
+        "objects",
+        "bytes",
+        "state_objects",
+        "state_bytes",
+        "sst_objects",
+        "sst_bytes",
+        "state_objects_no_sst",
+        "state_bytes_no_sst",
+        "files_kept",
+        "bytes_kept",
+    }
+    last = str(res["params"]["batches"] - 1)
+    assert curves["objects"][last] > curves["state_objects"][last] > 0  # the commit log is in the checkpoint, not in state/
+    assert 0 < curves["files_kept"][last] <= curves["state_objects"][last]  # an upload may land after the last pass
+    assert {r["name"] for r in res["ratios"] if r["goal_op"]} == {
+        f"{k} max/at batch {m['growth'][k]['ref_batch']}, cycle-aligned" for k in ("objects", "bytes", "state_objects", "state_bytes")
+    }
+
+
+@pytest.mark.slow
+def test_maintenance_latency(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Starts Spark: one pair of runs (maintenance off, on), each its own process; passes only in the "on" run."""
+    res = run("maintenance_latency", tmp_path, capsys)
+    m = res["metrics"]
+    assert m["evidence"] is True and [len(m["runs"]["on"]), len(m["runs"]["off"])] == [1, 1]
+    for mode in ("on", "off"):
+        for p in m["pooled"][mode].values():
+            assert p["n"] > 0 and 0 < p["p50_ms"] <= p["p99_ms"]
+    assert {r["name"] for r in res["ratios"] if r["goal_op"]} == {
+        f"{label} {q} on/off" for label in ("driver commit", "task store commit") for q in ("p50", "p99")
+    }
+
+
 def test_every_benchmark_has_a_smoke_test() -> None:
     scripts = {p.stem for p in BENCH_DIR.glob("*.py")} - {"benchlib", "run_all"}
     tested = {name.removeprefix("test_") for name in globals() if name.startswith("test_")}
