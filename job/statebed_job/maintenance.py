@@ -19,13 +19,14 @@ from dataclasses import asdict, dataclass
 
 from statebed_store import CommitLog, HeaderCache
 from statebed_store.cleanup import cleanup_store, retained_versions
+from statebed_store.commitlog import CommitRecord
 from statebed_store.inspection import discover_stores, store_index
 from statebed_store.log import get_logger, kv
 from statebed_store.naming import StoreId
 from statebed_store.storage.base import Storage
 from statebed_store.storage.counting import CountingStorage
 
-__all__ = ["DEFAULT_INTERVAL_S", "DEFAULT_MAX_REQUESTS", "Maintenance", "OnPass", "PassRecord"]
+__all__ = ["DEFAULT_INTERVAL_S", "DEFAULT_MAX_REQUESTS", "CachedCommitLog", "Maintenance", "OnPass", "PassRecord"]
 
 log = get_logger("maintenance")
 
@@ -58,6 +59,24 @@ class PassRecord:
 OnPass = Callable[[list[PassRecord]], None]
 
 
+class CachedCommitLog(CommitLog):
+    """The commit log, each entry read once per run: an entry never changes once written (only
+    `rewind`, which holds the checkpoint's lock and never runs beside a job, removes any). Without
+    it a pass re-reads `retain` entries per store, its cost linear in `--retain`."""
+
+    def __init__(self, storage: Storage, cache: dict[int, CommitRecord]) -> None:
+        super().__init__(storage)
+        self._cache = cache
+
+    def read(self, batch_id: int) -> CommitRecord | None:
+        hit = self._cache.get(batch_id)
+        if hit is None:
+            hit = super().read(batch_id)
+            if hit is not None:  # a batch not committed yet may be later: never cache an absence
+                self._cache[batch_id] = hit
+        return hit
+
+
 class Maintenance:
     """The background maintenance of one run's statebed checkpoint."""
 
@@ -80,6 +99,7 @@ class Maintenance:
         self._latest: int | None = None  # newest committed batch the driver reported
         self._done: dict[StoreId, int] = {}  # store -> the latest batch it was cleaned at
         self._all_cleaned: int | None = None  # every store was cleaned at this latest batch
+        self._commits: dict[int, CommitRecord] = {}  # CachedCommitLog's entries, the retained window only
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -126,7 +146,7 @@ class Maintenance:
         except Exception as e:  # never fatal: logged, counted, recorded
             records.append(self._failed(PassRecord(self.passes, "*", latest, 0), e, counting.total))
             stores = []
-        log_ = CommitLog(counting)
+        log_ = CachedCommitLog(counting, self._commits)
         todo = sorted((s for s in stores if self._done.get(s) != latest), key=lambda s: self._done.get(s, -1))
         for n, store in enumerate(todo):
             if n and counting.total >= self.max_requests:  # at least one store per pass
@@ -135,6 +155,8 @@ class Maintenance:
             self._done[store] = latest
         else:
             self._all_cleaned = latest if stores else None
+        for b in [b for b in self._commits if b <= latest - self.retain]:  # below every retained window from now on
+            del self._commits[b]
         self._record(records)
         return records
 

@@ -95,6 +95,32 @@ def test_the_request_budget_bounds_a_pass_and_the_next_pass_goes_on(tmp_path: Pa
     assert m.run_pass() == []  # both stores clean at batch 5: nothing to do
 
 
+def test_a_pass_reads_each_commit_entry_once_and_keeps_only_the_retained_window(tmp_path: Path) -> None:
+    """Commit-log entries never change once written: the first pass reads the `retain` entries,
+    later passes only the new batch's, so a pass costs the same at --retain 3 and 100."""
+    job = job_with_history(tmp_path)
+    reads: list[str] = []
+    real = job.storage.read
+
+    def counted(path: str, start: int = 0, length: int | None = None) -> bytes:
+        reads.append(path)
+        return real(path, start, length)
+
+    job.storage.read = counted  # type: ignore[method-assign]
+    m = Maintenance(job.storage, retain=RETAIN, interval_s=0, sst_grace_s=0)
+    m.committed(BATCHES - 2)
+    m.run_pass()
+    first = [p for p in reads if p.startswith("commits/")]
+    assert len(first) == RETAIN and set(first) == {
+        f"commits/{b}" for b in range(BATCHES - 1 - RETAIN, BATCHES - 1)
+    }  # once, for both stores
+    reads.clear()
+    m.committed(BATCHES - 1)
+    m.run_pass()
+    assert [p for p in reads if p.startswith("commits/")] == [f"commits/{BATCHES - 1}"]
+    assert sorted(m._commits) == list(range(BATCHES - RETAIN, BATCHES))  # older entries dropped
+
+
 class Broken:
     """A storage whose listing fails: maintenance must log, count and record it, never raise."""
 
