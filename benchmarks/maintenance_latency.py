@@ -17,10 +17,7 @@ The runs skip the verifiers (`--no-verify`): the soak verifies the same job.
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -57,18 +54,14 @@ def measure(env: benchlib.Env, mode: str, sizes: dict[str, int], warmup: int, i:
     work = env.dir(f"{mode}-{i}")
     run_dir = work / "run"
     sized = [f"--{k.replace('_', '-')}={v}" for k, v in sizes.items()]
-    cmd = [sys.executable, "-m", "statebed_cli.main", "run", "--run-dir", str(run_dir), "--workload", "count", *sized]
-    cmd += [f"--maintenance-interval={INTERVAL[mode]}", "--no-verify", "--json"]
-    environ = {k: v for k, v in os.environ.items() if k not in ("STATEBED_FAILPOINTS", "STATEBED_FAILPOINTS_CONTROL")}
-    t0 = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=environ, timeout=7200)
-    if proc.returncode != 0:
-        raise RuntimeError(f"{mode} run {i} exited {proc.returncode}: {proc.stderr[-2000:]}")
+    argv = ["run", "--run-dir", str(run_dir), "--workload", "count", *sized]
+    argv += [f"--maintenance-interval={INTERVAL[mode]}", "--no-verify", "--json"]
+    _, wall = benchlib.statebed_json(argv, f"{mode} run {i}")
     passes = RunDir(run_dir).maintenance()
     out = {
         "mode": mode,
         "pair": i,
-        "wall_s": round(time.perf_counter() - t0, 1),
+        "wall_s": round(wall, 1),
         "samples": samples(run_dir, warmup),
         "passes": len({r["pass_no"] for r in passes}),
         "files_deleted": sum(int(r.get("files_deleted") or 0) for r in passes),
