@@ -19,8 +19,9 @@ import plotly.graph_objects as go
 from statebed_model.attempts import AttemptRecord
 from statebed_verify.history import Op
 
-__all__ = ["Node", "default_partition", "lineage_figure", "partition_nodes"]
+__all__ = ["Node", "default_partition", "lineage_figure", "partition_nodes", "uploaded_by"]
 
+_UPLOADED = ("changelog.upload.after", "snapshot.upload.after")
 _COLORS = {"committed": "#1a7f37", "orphan": "#8c959f", "overwritten": "#bf8700"}
 
 
@@ -60,13 +61,20 @@ def _attempt_label(r: AttemptRecord, spark: dict[int | None, Op]) -> str:
     return f"b{r.batch} p{r.partition} attempt {r.attempt} ({', '.join(extra)})"
 
 
-def _writers(node: Node, partition: int, attempts: list[AttemptRecord], spark: dict[int | None, Op]) -> list[str]:
+def _writers(
+    node: Node, partition: int, attempts: list[AttemptRecord], spark: dict[int | None, Op], wrote: frozenset[tuple[int, int, int]]
+) -> list[str]:
     """Attempt records that wrote this file, the last to end last: by id (V2); V1 files carry no
-    id, so every attempt of its version whose store commit returned ("ok") wrote it."""
+    id, so every attempt of its version whose store commit returned ("ok") wrote it, and so did
+    one a firing record shows past its upload (`wrote`: a zombie killed after its write)."""
     if node.id is not None:
         mine = [r for r in attempts if r.checkpoint_id == node.id]
     else:
-        mine = [r for r in attempts if r.partition == partition and r.version == node.version and r.outcome == "ok"]
+        mine = [
+            r
+            for r in attempts
+            if r.partition == partition and r.version == node.version and (r.outcome == "ok" or (r.batch, r.partition, r.attempt) in wrote)
+        ]
     return [_attempt_label(r, spark) for r in sorted(mine, key=lambda r: (r.end is None, r.end or r.start))]
 
 
@@ -90,10 +98,27 @@ def _anomaly_hits(a: dict[str, Any], partition: int, node: Node) -> bool:
     return node.version in versions and not ids and node.status != "committed"
 
 
+def uploaded_by(firings: Iterable[dict[str, Any]]) -> frozenset[tuple[int, int, int]]:
+    """(batch, partition, attempt) of every attempt a firing record shows past a file's upload."""
+    out: set[tuple[int, int, int]] = set()
+    for f in firings:
+        task = f.get("task")
+        if f.get("failpoint") in _UPLOADED and isinstance(task, dict):
+            b, p, a = task.get("batch"), task.get("partition"), task.get("attempt")
+            if isinstance(b, int) and isinstance(p, int) and isinstance(a, int):
+                out.add((b, p, a))
+    return frozenset(out)
+
+
 def partition_nodes(
-    store: dict[str, Any], attempts: list[AttemptRecord], task_ops: Iterable[Op], anomalies: list[dict[str, Any]]
+    store: dict[str, Any],
+    attempts: list[AttemptRecord],
+    task_ops: Iterable[Op],
+    anomalies: list[dict[str, Any]],
+    wrote: frozenset[tuple[int, int, int]] = frozenset(),
 ) -> list[Node]:
-    """The nodes of one store of `statebed ls`'s listing, with writers, anomalies and lanes."""
+    """The nodes of one store of `statebed ls`'s listing, with writers, anomalies and lanes;
+    `wrote` (`uploaded_by`) adds V1 writers whose commit never returned."""
     partition = int(store["partition"])
     spark = {op.fields.get("task_attempt_id"): op for op in task_ops if op.type == "task-attempt"}
     nodes: list[Node] = []
@@ -104,7 +129,7 @@ def partition_nodes(
             bases = [x for x in lineage if isinstance(x, dict) and x.get("version") is not None and x["version"] < v["version"]]
             base = (int(bases[-1]["version"]), bases[-1].get("id")) if bases else None
             node = Node(int(v["version"]), e.get("id"), bool(e.get("committed")), bool(e.get("changelog")), bool(e.get("snapshot")), base)
-            node.writers = _writers(node, partition, attempts, spark)
+            node.writers = _writers(node, partition, attempts, spark, wrote)
             node.anomalies = [f"{a.get('check', '')} {a.get('kind')}".strip() for a in anomalies if _anomaly_hits(a, partition, node)]
             if not node.committed:
                 below += 1

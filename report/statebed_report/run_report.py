@@ -17,16 +17,17 @@ from pathlib import Path
 from typing import Any
 
 from statebed_job.config import JobOptions
-from statebed_model.experimentdir import ExperimentDir
+from statebed_model.experimentdir import ExperimentDir, control_file
 from statebed_store import open_storage
 from statebed_store.errors import StatebedError
+from statebed_store.failpoint_control import Control
 from statebed_store.inspection import list_checkpoint
 from statebed_verify import Composite, merge_verdicts, summarise, verify_run
 from statebed_verify.history import Op
 
 from . import html as h
 from .checkpoint_size import kept_per_batch, size_figure
-from .lineage_graph import default_partition, lineage_figure, partition_nodes
+from .lineage_graph import default_partition, lineage_figure, partition_nodes, uploaded_by
 from .load_section import find_series, load_figure, read_series
 from .metrics import latency_rows, throughput_figure
 from .records import ExperimentRecords, RunRecords
@@ -256,7 +257,11 @@ def _lineage(view: RunView) -> str:
     stores = [s for s in listing["stores"] if s["operator"] == 0]
     if not stores:
         return h.section("Lineage", '<p class="note">No state files yet.</p>', ident="lineage-section")
-    per = {int(s["partition"]): partition_nodes(s, rec.attempts, rec.ops, view.anomalies) for s in stores}
+    try:
+        wrote = uploaded_by(Control(control_file(rec.root)).firings())
+    except (StatebedError, OSError):
+        wrote = frozenset()  # no firing log to read: writers are the attempts whose commit returned
+    per = {int(s["partition"]): partition_nodes(s, rec.attempts, rec.ops, view.anomalies, wrote) for s in stores}
     marked = [p for p, nodes in sorted(per.items()) if any(n.anomalies for n in nodes)]
     first = marked[0] if marked else default_partition(stores, view.anomalies)
     fig = lineage_figure(per, first, f"Checkpoint lineage ({listing['format']})")

@@ -31,7 +31,7 @@ from typing import Any
 from .errors import CorruptFileError, UsageError
 from .failpoint_spec import canonical, parse_spec
 from .jsonsafe import loads_strict
-from .localfs import atomic_write
+from .localfs import atomic_write, read_regular
 
 __all__ = ["Control"]
 
@@ -49,7 +49,7 @@ class Control:
     def read(self) -> dict[str, Any]:
         """The current document (version 0 and no points when the file does not exist yet)."""
         try:
-            doc = loads_strict(self.path.read_bytes(), file=str(self.path))
+            doc = loads_strict(read_regular(self.path), file=str(self.path))
         except FileNotFoundError:
             return {"version": 0, "seed": 0, "points": {}}
         except CorruptFileError as e:
@@ -109,10 +109,11 @@ class Control:
         return {str(k): str(v) for k, v in doc.items()} if isinstance(doc, dict) else {}
 
     def firings(self) -> list[dict[str, Any]]:
-        """Every firing recorded so far by every process, oldest first (a line being written is skipped)."""
+        """Every firing recorded so far by every process, oldest first (a line being written is skipped;
+        a FIFO or directory named like a log is an error naming it, never a blocking read)."""
         out = []
         for f in sorted(self.directory.glob("fired-*.jsonl")):
-            for line in f.read_text().splitlines():
+            for line in read_regular(f).decode("utf-8", "replace").splitlines():
                 try:
                     rec = loads_strict(line, file=str(f))
                 except CorruptFileError:
