@@ -6,7 +6,7 @@ or, with `--maintenance off`, never (interval 86400 s: the "grows linearly" curv
 thread in this process lists the whole checkpoint after every batch the commit log records
 (the local directory, or the bucket prefix with an S3 LIST: SeaweedFS is started when no
 `--s3-endpoint` is given) and records objects and bytes, all and `state/` only (the commit
-log is one object per batch and is never cleaned). A sample is taken while the next batch
+log is one object per batch; the job's maintenance keeps the retained window of it). A sample is taken while the next batch
 may already be writing; the maintenance records (`<run>/maintenance.jsonl`: files and bytes
 each store keeps after its pass, and the requests the pass cost) are the exact post-pass view.
 
@@ -17,6 +17,7 @@ reference batch. Goal <= 1.1. Requests per maintenance pass are reported per 100
 
     python benchmarks/soak.py [--quick] [--json] [--workdir DIR --keep] [--storage local|s3] [--s3-endpoint URL]
                               [--batches 600] [--retain 20] [--maintenance on|off] [--interval 0] [--ref-batch 100]
+                              [--sst-grace S]   (the run's; default its own, 600 s)
 """
 
 from __future__ import annotations
@@ -322,6 +323,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     p.add_argument("--keyspace", type=int, default=200)
     p.add_argument("--partitions", type=int, default=2)
     p.add_argument("--snapshot-interval", type=int, default=None, help="default 10; quick 3")
+    p.add_argument("--sst-grace", type=float, default=None, help="the run's --sst-grace (default: the run's own, 600 s)")
     p.add_argument("--poll", type=float, default=0.1, help="seconds between the watcher's looks at the commit log")
     args = p.parse_args(argv)
     q = args.quick
@@ -336,6 +338,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         "keyspace": args.keyspace,
         "partitions": args.partitions,
         "snapshot_interval": snap,
+        **({"sst_grace": args.sst_grace} if args.sst_grace is not None else {}),
     }
     with benchlib.environment(args, NAME) as env:
         rep = benchlib.Report(NAME, f"checkpoint size over a long run, maintenance {args.maintenance}", args, env)
@@ -347,7 +350,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         rep.metrics.update(valid=res["valid"], wall_s=res["wall_s"], samples=len(res["samples"]), watch_errors=res["watch_errors"])
         rep.metrics.update(run_dir=res["run_dir"] if args.keep else None, maintenance_rows=len(res["passes"]), grace_held=res["grace_held"])
         rep.notes.append(
-            f"at the end, a cleanup with --sst-grace 0 would also delete: {res['grace_held']} (what the 600 s SST grace keeps)"
+            f"at the end, a cleanup with --sst-grace 0 would also delete: {res['grace_held']} "
+            f"(what the {600 if args.sst_grace is None else args.sst_grace:g} s SST grace keeps)"
         )
         g = rep.metrics["growth"]
         rep.headline = (

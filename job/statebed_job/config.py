@@ -60,6 +60,9 @@ class JobOptions:
     # 0: a pass after every committed batch).
     retain: int = 100
     maintenance_interval_s: float = 60.0
+    # Seconds an SST no kept snapshot names is left alone (an upload in flight publishes its SSTs
+    # before the zip that names them): StoreOptions.sst_orphan_grace_s.
+    sst_grace_s: float = 600.0
 
     def __post_init__(self) -> None:
         if self.mode not in ("v2", "v1", *NATIVE_MODES):
@@ -102,6 +105,9 @@ class JobOptions:
         i = self.maintenance_interval_s
         if not isinstance(i, int | float) or isinstance(i, bool) or not 0 <= i <= 86_400:
             raise UsageError(f"--maintenance-interval must be 0..86400 seconds, got {i!r}")
+        g = self.sst_grace_s
+        if not isinstance(g, int | float) or isinstance(g, bool) or not 0 <= g <= 7 * 86_400:
+            raise UsageError(f"--sst-grace must be 0..604800 seconds, got {g!r}")
 
     def _check_continuous(self) -> None:
         if self.continuous and self.source != "ingest":
@@ -175,4 +181,5 @@ _FLAGS = {
     "trigger_ms": "--trigger-ms",
     "retain": "--retain",
     "maintenance_interval_s": "--maintenance-interval",
+    "sst_grace_s": "--sst-grace",
 }

@@ -74,6 +74,7 @@ class BatchDriver:
             format="v1" if opts.mode == "v1" else "v2",
             snapshot_interval=opts.snapshot_interval,
             retain_versions=opts.retain,  # read by the run's maintenance
+            sst_orphan_grace_s=float(opts.sst_grace_s),
             hedge=opts.hedge,  # type: ignore[arg-type]  # checked by JobOptions
         )
         self.log = CommitLog(hedged(storage, self.store_options))  # commit-log writes timed (and hedged if asked)

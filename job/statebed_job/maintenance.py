@@ -8,6 +8,13 @@ storage requests; the next pass goes on with the others, so a pass is bounded ho
 stores there are. Only versions at or below the latest batch the driver saw committed are
 touched; batches in flight write higher versions. A failure is logged and counted, never
 raised: cleanup that cannot run leaves a checkpoint bigger, not broken.
+
+With `trim_log` (the job's maintenance), a pass that cleaned every store also deletes the
+commit log's entries below the retained window, as Spark keeps `minBatchesToRetain` of its
+own: their versions are gone, no load needs them, and a log kept whole grows one object per
+batch. The trim's record (store "commits", `trimmed_below`) is handed to `on_pass` first and
+the delete runs only once it was recorded: the verifiers then count the trimmed batches as
+committed (`RunDir.committed_batches`), never an output without a commit.
 """
 
 from __future__ import annotations
@@ -22,7 +29,7 @@ from statebed_store.cleanup import cleanup_store, retained_versions
 from statebed_store.commitlog import CommitRecord
 from statebed_store.inspection import discover_stores, store_index
 from statebed_store.log import get_logger, kv
-from statebed_store.naming import StoreId
+from statebed_store.naming import COMMITS_DIR, StoreId
 from statebed_store.storage.base import Storage
 from statebed_store.storage.counting import CountingStorage
 
@@ -51,6 +58,7 @@ class PassRecord:
     at: float = 0.0  # epoch seconds the store's cleanup ended
     files_kept: int = 0  # what the store holds after the pass (state files, sidecars, SSTs), from cleanup's own listing
     bytes_kept: int = 0
+    trimmed_below: int | None = None  # store "commits": the log's entries below this batch are deleted (recorded first)
 
     def to_json(self) -> dict[str, object]:
         return asdict(self)
@@ -89,10 +97,11 @@ class Maintenance:
         sst_grace_s: float = 600.0,
         max_requests: int = DEFAULT_MAX_REQUESTS,
         on_pass: OnPass | None = None,
+        trim_log: bool = False,
     ) -> None:
         self.storage = storage
         self.retain, self.interval_s, self.sst_grace_s, self.max_requests = retain, interval_s, sst_grace_s, max_requests
-        self.on_pass = on_pass
+        self.on_pass, self.trim_log = on_pass, trim_log
         self.cache = HeaderCache()
         self.passes = 0
         self.failures = 0
@@ -157,17 +166,51 @@ class Maintenance:
             self._all_cleaned = latest if stores else None
         for b in [b for b in self._commits if b <= latest - self.retain]:  # below every retained window from now on
             del self._commits[b]
-        self._record(records)
+        trim = self._plan_trim(counting, latest) if self.trim_log and self._all_cleaned == latest else None
+        if trim is not None:
+            records.append(trim[0])
+        if self._record(records) and trim is not None and trim[1]:
+            self._trim(counting, *trim)
         return records
 
-    def _record(self, records: list[PassRecord]) -> None:
+    def _plan_trim(self, counting: CountingStorage, latest: int) -> tuple[PassRecord, list[int]] | None:
+        """The commit-log entries below the retained window and the record saying so (None: nothing to
+        trim; a listing that failed: its record with the error, and nothing to delete)."""
+        t0, before = time.perf_counter(), counting.total
+        below = latest - self.retain + 1  # the oldest retained version, latest + 2 - retain, is committed by this batch
+        rec = PassRecord(self.passes, COMMITS_DIR, latest, 0, trimmed_below=below)
+        try:
+            entries = CommitLog(counting).entries()
+        except Exception as e:  # never fatal: recorded with its error, nothing deleted
+            return self._failed(rec, e, counting.total - before, t0), []
+        doomed = [(b, size) for b, size in entries if b < below]
+        if below <= 0 or not doomed or latest not in {b for b, _ in entries}:  # a latest the log does not hold is no anchor
+            return None
+        rec.versions_kept = rec.files_kept = len(entries) - len(doomed)
+        rec.bytes_kept = sum(size for b, size in entries if b >= below)
+        rec.files_deleted, rec.bytes_deleted = len(doomed), sum(size for _, size in doomed)
+        rec.requests, rec.seconds, rec.at = counting.total - before, round(time.perf_counter() - t0, 4), time.time()
+        return rec, [b for b, _ in doomed]
+
+    def _trim(self, counting: CountingStorage, rec: PassRecord, batches: list[int]) -> None:
+        """Delete the recorded entries; a failure leaves them (the next pass's trim retries)."""
+        try:
+            CommitLog(counting).delete(batches)
+        except Exception as e:  # never fatal: logged and counted (its record already went out)
+            self.failures += 1
+            log.warning("commit log trim failed", extra=kv(below=rec.trimmed_below, error=f"{type(e).__name__}: {e}"))
+
+    def _record(self, records: list[PassRecord]) -> bool:
+        """Hand the pass's records to `on_pass`; False when they were not recorded (or there is no recorder)."""
         if self.on_pass is None:
-            return
+            return False
         try:
             self.on_pass(records)
         except Exception as e:  # a record that cannot be written must not stop maintenance
             self.failures += 1
             log.warning("maintenance pass not recorded", extra=kv(error=f"{type(e).__name__}: {e}"))
+            return False
+        return True
 
     def _clean(self, counting: CountingStorage, log_: CommitLog, stores: list[StoreId], store: StoreId, latest: int) -> PassRecord:
         t0, before = time.perf_counter(), counting.total

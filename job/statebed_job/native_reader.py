@@ -26,7 +26,6 @@ from statebed_model.native_state import (
     write_reader_check,
 )
 from statebed_model.rundir import RunDir
-from statebed_store import CommitLog, open_storage
 from statebed_store.errors import StatebedError
 from statebed_verify.state import final_state
 
@@ -74,7 +73,7 @@ def check_readers(spark: SparkSession, run: RunDir) -> ReaderCheck:
     A reader that fails is recorded as such (the check is then undecided), never as agreement."""
     info = run.read_info()
     t0 = time.perf_counter()
-    committed = CommitLog(open_storage(run.checkpoint_location(info), run.s3)).batch_ids()
+    committed = run.committed_batches(info)
     check = ReaderCheck(batch=committed[-1] if committed else None)
     try:
         ours = sorted(final_state(run))

@@ -211,7 +211,7 @@ def run_job(
         workload=opts.workload,
         mode=opts.mode,
         cluster=opts.cluster if master is None else master,
-        batches=len(CommitLog(storage).batch_ids()),
+        batches=len(run.committed_batches(info, storage)),
         records=records,
         seconds=round(seconds, 3),
         records_per_s=round(records / sum(durations), 1) if durations else 0.0,
@@ -258,7 +258,12 @@ def _start_maintenance(storage: Storage, driver: BatchDriver | None, opts: JobOp
         return None
     o = driver.store_options
     m = Maintenance(
-        storage, retain=o.retain_versions, interval_s=opts.maintenance_interval_s, sst_grace_s=o.sst_orphan_grace_s, on_pass=on_pass
+        storage,
+        retain=o.retain_versions,
+        interval_s=opts.maintenance_interval_s,
+        sst_grace_s=o.sst_orphan_grace_s,
+        on_pass=on_pass,
+        trim_log=True,
     )
     m.start()
     return m

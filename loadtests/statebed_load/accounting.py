@@ -19,7 +19,6 @@ from pathlib import Path
 
 from statebed_model.rundir import RunDir
 from statebed_model.sources import Ack, IngestSource, source_log
-from statebed_store import CommitLog, open_storage
 from statebed_store.errors import CorruptFileError
 
 __all__ = ["Accounting", "account", "percentiles", "summary_latency"]
@@ -46,7 +45,7 @@ def _epoch(iso: str) -> float:
 
 def account(run: RunDir, source: IngestSource, client_logs: list[Path] = []) -> Accounting:  # noqa: B006 (never mutated)
     info = run.read_info()
-    committed = CommitLog(open_storage(run.checkpoint_location(info), run.s3)).batch_ids()
+    committed = run.committed_batches(info)
     read = source_log(run.storage)
     readers: dict[int, list[int]] = {}  # seq -> committed batches that read its file
     for b in committed:

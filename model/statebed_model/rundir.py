@@ -8,7 +8,10 @@
                                committed batch's one is what a restarted driver re-emits)
       output/<batchId>.parquet the sink: one file per committed batch, written create-only
       timings/<batchId>-<ns>.json  one object per batch run: seconds, records, attempts
-      maintenance.jsonl        one line per store per maintenance pass (`statebed_job.maintenance`)
+      maintenance.jsonl        one line per store per maintenance pass (`statebed_job.maintenance`),
+                               and one per trim of the commit log (store "commits", `trimmed_below`):
+                               written before the trim's delete, so `committed_batches` knows
+                               every batch the log no longer lists
       checkpoint/              statebed's checkpoint (commits/ + state/) unless run.json names
                                another location (a directory or s3://...)
       spark-checkpoint/        Spark's own query checkpoint (offsets, commits, the file source's
@@ -41,9 +44,11 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from statebed_store.commitlog import CommitLog
 from statebed_store.config import S3Settings
 from statebed_store.errors import AlreadyExistsError, CorruptFileError, MissingFileError, NotRegularFileError, UsageError
 from statebed_store.jsonsafe import loads_strict
+from statebed_store.naming import COMMITS_DIR
 from statebed_store.storage import Storage, open_storage
 
 from .attempts import ATTEMPTS_DIR
@@ -231,6 +236,19 @@ class RunDir:
     # -- maintenance passes: the whole log per write (S3 has no append; one writer per run) --
     def write_maintenance(self, rows: list[dict[str, Any]]) -> None:
         self.storage.write(MAINTENANCE_LOG, b"".join(json.dumps(r).encode() + b"\n" for r in rows))
+
+    def trimmed_below(self) -> int:
+        """The run's maintenance deleted the commit log's entries below this batch (0: none)."""
+        rows = [r for r in self.maintenance() if r.get("store") == COMMITS_DIR and r.get("error") is None]
+        below = [r.get("trimmed_below") for r in rows]
+        return max((b for b in below if isinstance(b, int) and not isinstance(b, bool) and b > 0), default=0)
+
+    def committed_batches(self, info: RunInfo, checkpoint: Storage | None = None) -> list[int]:
+        """Every committed batch: the commit log's entries, and the batches below them its
+        maintenance trimmed (batch ids start at 0; a hole above the trim stays a hole)."""
+        ids = CommitLog(checkpoint or open_storage(self.checkpoint_location(info), self.s3)).batch_ids()
+        below = self.trimmed_below()
+        return sorted(set(range(below)) | set(ids)) if below else ids
 
     def maintenance(self) -> list[dict[str, Any]]:
         """Every maintenance record so far ([] before the first pass)."""

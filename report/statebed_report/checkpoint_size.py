@@ -4,8 +4,8 @@ Each pass records, per store it cleaned, the files and bytes the store holds aft
 (`files_kept`, `bytes_kept` in `<run>/maintenance.jsonl`: from the listing the cleanup made
 anyway). Summed over stores, each at its latest record (a pass that ran out of request
 budget leaves a store at its previous value), per latest committed batch: the curve that
-shows whether retention keeps the checkpoint bounded. The commit log is not in it (it is
-never cleaned: one small object per batch). No records with those fields: no chart.
+shows whether retention keeps the checkpoint bounded. The commit log is in it from its first
+trim on (its row, store "commits", keeps the entries left). No records with those fields: no chart.
 """
 
 from __future__ import annotations

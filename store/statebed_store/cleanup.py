@@ -129,7 +129,7 @@ def cleanup_checkpoint(
         return CheckpointCleanup(None, None)
     latest = batches[-1]
     first = latest - retain + 1 if retain is not None else _contiguous_start(batches)
-    first = max(first, 0)
+    first = max(first, batches[0])  # a log trimmed by the job's maintenance (or Spark's) starts late: nothing below loads
     stores = discover_stores(storage)
     retained: list[tuple[StoreId, list[CheckpointRef]]] = []
     for s in stores:

@@ -113,6 +113,16 @@ class CommitLog:
         names = [f.name for f in self.storage.list(COMMITS_DIR)] + self.storage.list_dirs(COMMITS_DIR)
         return sorted({b for b in map(parse_batch_id, names) if b is not None})
 
+    def entries(self) -> list[tuple[int, int]]:
+        """(batch, bytes) of every regular entry, oldest first (directories named like a batch are
+        not entries a trim may delete: `batch_ids` lists them for the verifiers)."""
+        return sorted((b, f.size) for f in self.storage.list(COMMITS_DIR) if (b := parse_batch_id(f.name)) is not None)
+
+    def delete(self, batch_ids: Sequence[int]) -> None:
+        """Delete entries: maintenance's trim of batches below every retained version (never the
+        latest: the next batch builds on it), as Spark's own log keeps `minBatchesToRetain`."""
+        self.storage.delete([self.path(b) for b in batch_ids])
+
     def strays(self) -> list[str]:
         """Notes on entries Spark would read as batch ids (Java's `Long.parseLong`: `+5`, `-1`) but this
         log does not: listed so a user can see them, never silently passed over."""

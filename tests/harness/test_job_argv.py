@@ -46,6 +46,7 @@ NON_DEFAULT: dict[str, dict[str, Any]] = {
     "seed": {"seed": 2**63 - 1},
     "retain": {"retain": 3},
     "maintenance_interval_s": {"maintenance_interval_s": 0.0},
+    "sst_grace_s": {"sst_grace_s": 30.0},
 }
 
 

@@ -14,12 +14,13 @@ from job_helpers import InProcessJob
 from statebed_job.config import JobOptions
 from statebed_job.maintenance import Maintenance, PassRecord
 from statebed_job.task import TaskResult, TaskSpec, close_providers, run_partition
-from statebed_store import StoreFiles, default_uploader
+from statebed_store import CommitLog, StoreFiles, default_uploader
 from statebed_store.errors import UsageError
 from statebed_store.inspection import discover_stores
 from statebed_store.rebuild import rebuildability
 from statebed_store.storage.base import FileInfo
 from statebed_verify.lineage import verify_lineage
+from statebed_verify.state import verify_state
 
 BATCHES = 12
 RETAIN = 3
@@ -74,6 +75,65 @@ def test_a_pass_keeps_the_retained_range_and_deletes_the_rest(tmp_path: Path) ->
     # the next pass with nothing new committed is free; a new commit makes one that deletes nothing new
     assert m.run_pass() == []
     assert m.passes == 1 and m.failures == 0
+
+
+def test_the_jobs_pass_trims_the_commit_log_below_the_retained_window_once_recorded(tmp_path: Path) -> None:
+    """Spark keeps `minBatchesToRetain` log entries; statebed's job too. The trim's row is recorded
+    before the delete, so the verifiers still count every trimmed batch as committed."""
+    job = job_with_history(tmp_path)
+    rows: list[PassRecord] = []
+    entries_when_recorded: list[list[int]] = []
+
+    def on_pass(records: list[PassRecord]) -> None:
+        entries_when_recorded.append(CommitLog(job.storage).batch_ids())
+        rows.extend(records)
+        job.run.write_maintenance([r.to_json() for r in rows])
+
+    m = Maintenance(job.storage, retain=RETAIN, interval_s=0, sst_grace_s=0, on_pass=on_pass, trim_log=True)
+    m.committed(BATCHES - 1)
+    records = m.run_pass()
+    trim = records[-1]
+    below = BATCHES - RETAIN  # batches 9..11 commit the retained versions 10..12
+    assert (trim.store, trim.trimmed_below, trim.files_deleted, trim.files_kept, trim.error) == ("commits", below, below, RETAIN, None)
+    assert trim.bytes_deleted > 0 and trim.bytes_kept > 0
+    assert entries_when_recorded == [list(range(BATCHES))]  # recorded while every entry was still there
+    assert CommitLog(job.storage).batch_ids() == list(range(below, BATCHES))
+    info = job.run.read_info()
+    assert job.run.trimmed_below() == below and job.run.committed_batches(info) == list(range(BATCHES))
+    assert verify_lineage(job.storage).valid is True
+    state = verify_state(job.run)
+    assert state.valid is True, state.anomalies
+    assert any("trimmed by the run's maintenance" in n for n in state.notes)
+    m.committed(BATCHES)  # a latest batch the log does not hold: no trim anchored on it
+    assert [r.store for r in m.run_pass()] == ["state/0/0", "state/0/1"]
+    assert CommitLog(job.storage).batch_ids() == list(range(below, BATCHES))
+
+
+@pytest.mark.parametrize("recorder", ["none", "failing"])
+def test_an_unrecorded_trim_deletes_nothing(tmp_path: Path, recorder: str) -> None:
+    job = job_with_history(tmp_path, batches=6)
+
+    def failing(records: list[PassRecord]) -> None:
+        raise OSError("disk full")
+
+    m = Maintenance(job.storage, retain=2, interval_s=0, sst_grace_s=0, on_pass=None if recorder == "none" else failing, trim_log=True)
+    m.committed(5)
+    records = m.run_pass()
+    assert records[-1].store == "commits" and records[-1].trimmed_below == 4
+    assert CommitLog(job.storage).batch_ids() == list(range(6))  # never trimmed without its record
+    assert job.run.trimmed_below() == 0
+
+
+def test_only_a_recorded_trim_without_error_counts(tmp_path: Path) -> None:
+    job = job_with_history(tmp_path, batches=3)
+    rows = [
+        PassRecord(1, "state/0/0", 2, 2, trimmed_below=99).to_json(),  # not the log's row
+        PassRecord(1, "commits", 2, 1, trimmed_below=7, error="OSError: listing failed").to_json(),
+        PassRecord(2, "commits", 2, 1, trimmed_below=1).to_json(),
+    ]
+    job.run.write_maintenance(rows)
+    assert job.run.trimmed_below() == 1
+    assert job.run.committed_batches(job.run.read_info()) == [0, 1, 2]
 
 
 def test_losing_attempts_files_are_gone_after_a_pass(tmp_path: Path) -> None:

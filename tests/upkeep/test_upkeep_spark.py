@@ -46,10 +46,12 @@ def test_statebed_run_keeps_the_retained_range_and_records_each_pass(tmp_path: P
     rows = RunDir(run_dir).maintenance()
     assert rows and all(r["error"] is None for r in rows)
     assert sum(r["files_deleted"] for r in rows) > 0 and sum(r["bytes_deleted"] for r in rows) > 0
-    assert {r["store"] for r in rows} == {"state/0/0", "state/0/1", "state/0/2"} and max(r["latest_batch"] for r in rows) >= 6
+    assert {r["store"] for r in rows} == {"state/0/0", "state/0/1", "state/0/2", "commits"} and max(r["latest_batch"] for r in rows) >= 6
+    trimmed = max(r["trimmed_below"] for r in rows if r["store"] == "commits")  # the log keeps the retained window, as Spark's
+    assert s["batches"] == 8 and 0 < trimmed <= 6
     doc = rebuildability(open_storage(run_dir / "checkpoint"))
     low = doc["rebuildable"][0][0]
-    assert doc["committed"] == [[0, 7]] and doc["rebuildable"] == [[low, 7]] and 0 < low <= 6  # history below retention is gone
+    assert doc["committed"] == [[trimmed, 7]] and doc["rebuildable"] == [[low, 7]] and trimmed <= low <= 6  # history below retention is gone
 
 
 def test_spark_checkpoint_orphans_swept_then_spark_restarts_on_it(tmp_path: Path) -> None:

@@ -32,7 +32,7 @@ import pyarrow.compute as pc
 
 from statebed_model.native_state import is_native, native_format_version, native_state_items, read_reader_check
 from statebed_model.partitioning import run_partitioner
-from statebed_model.rundir import INPUT_SCHEMA, RunDir, RunInfo
+from statebed_model.rundir import INPUT_SCHEMA, MAINTENANCE_LOG, RunDir, RunInfo
 from statebed_model.sources import GroundTruth, open_source, source_log
 from statebed_model.workloads import get_workload
 from statebed_store import CheckpointRef, CommitLog, S3Settings, StoreId, open_storage
@@ -107,12 +107,14 @@ def verify_state(run_dir: str | os.PathLike[str] | RunDir, s3: S3Settings | None
     if not loc.startswith("s3://") and not os.path.isdir(loc):
         raise UsageError(f"{loc}: the run's checkpoint does not exist")
     storage = open_storage(loc, s3 or run.s3)
-    committed = CommitLog(storage).batch_ids()
+    committed = run.committed_batches(info, storage)
     anomalies: list[Anomaly] = []
     verdicts: list[Verdict] = []
 
     truth = open_source(info, run, s3).ground_truth(source_log(run.storage), committed)
     notes = list(truth.notes)
+    if below := run.trimmed_below():
+        notes.append(f"batches 0..{below - 1}: committed, their commit-log entries trimmed by the run's maintenance ({MAINTENANCE_LOG})")
     for b, why in truth.unknown.items():
         anomalies.append(_anomaly("missing-input", f"batch {b} is committed but its records are unknown: {why}", batches=[b]))
     if truth.unknown:
@@ -239,7 +241,7 @@ def final_state(run: RunDir) -> list[tuple[bytes, bytes]]:
     reader the verifier judges; chaos experiments compare it with a fault-free run's)."""
     info = run.read_info()
     storage = open_storage(run.checkpoint_location(info), run.s3)
-    committed = CommitLog(storage).batch_ids()
+    committed = run.committed_batches(info, storage)
     return [item for p in range(info.partitions) for item in _partition_state(storage, info, p, committed)]
 
 

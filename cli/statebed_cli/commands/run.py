@@ -77,6 +77,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         help=f"seconds between maintenance passes; 0: after every committed batch (default: {d.maintenance_interval_s:g})",
     )
     p.add_argument(
+        "--sst-grace",
+        type=float,
+        metavar="S",
+        help=f"seconds maintenance leaves an SST no kept snapshot names (an upload may be in flight; default: {d.sst_grace_s:g})",
+    )
+    p.add_argument(
         "--hedge",
         choices=("off", "on", "adaptive"),
         help="hedged create-only uploads of changelogs and commit-log entries (default: off; see StoreOptions.hedge)",
@@ -161,6 +167,7 @@ def _options(args: argparse.Namespace) -> JobOptions:
         "trigger_ms": args.trigger_ms,
         "retain": args.retain,
         "maintenance_interval_s": args.maintenance_interval,
+        "sst_grace_s": args.sst_grace,
     }
     given = {k: v for k, v in given.items() if v is not None}
     if args.resume:
