@@ -51,7 +51,9 @@ def test_statebed_run_keeps_the_retained_range_and_records_each_pass(tmp_path: P
     assert s["batches"] == 8 and 0 < trimmed <= 6
     doc = rebuildability(open_storage(run_dir / "checkpoint"))
     low = doc["rebuildable"][0][0]
-    assert doc["committed"] == [[trimmed, 7]] and doc["rebuildable"] == [[low, 7]] and trimmed <= low <= 6  # history below retention is gone
+    assert (
+        doc["committed"] == [[trimmed, 7]] and doc["rebuildable"] == [[low, 7]] and trimmed <= low <= 6
+    )  # history below retention is gone
 
 
 def test_spark_checkpoint_orphans_swept_then_spark_restarts_on_it(tmp_path: Path) -> None:
