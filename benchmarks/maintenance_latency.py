@@ -2,7 +2,8 @@
 
 Each measurement is a fresh `statebed run` process (its own driver JVM) of `count` with small
 batches, `--retain 20`: "on" runs a maintenance pass after every committed batch
-(`--maintenance-interval 0`, the most it can run), "off" never runs one (interval 86400 s).
+(`--maintenance-interval 0`, the most it can run; `--interval S` for a pass every S seconds),
+"off" never runs one (interval 86400 s).
 The two alternate (pair i starts with "off" when i is even, "on" when odd). Latencies come from
 the run's timing records (`<run>/timings/`), committed batches after the first `--warmup`:
 the driver's commit (staging, commit log, sink) and each task's store commit (changelog
@@ -12,7 +13,8 @@ and p99; the report gives the geometric mean of the pair ratios with a 95 % t in
 must show passes that deleted files in `<run>/maintenance.jsonl`, an "off" run none.
 The runs skip the verifiers (`--no-verify`): the soak verifies the same job.
 
-    python benchmarks/maintenance_latency.py [--quick] [--json] [--repeats PAIRS] [--batches N (80)] [--warmup N (10)] [--jsonl FILE]
+    python benchmarks/maintenance_latency.py [--quick] [--json] [--repeats PAIRS] [--batches N (80)] [--warmup N (10)]
+                                             [--interval S (0)] [--jsonl FILE]
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from statebed_model.rundir import RunDir
 
 NAME = "maintenance_latency"
 GOAL = 1.05
-INTERVAL = {"on": "0", "off": "86400"}
+OFF_INTERVAL = "86400"
 # (label, where the samples are: the batch record or each task's phases, key)
 METRICS = (("driver commit", "batch", "commit_s"), ("task store commit", "task", "commit_s"), ("batch wall", "batch", "seconds"))
 GATED = ("driver commit", "task store commit")
@@ -49,13 +51,13 @@ def samples(run_dir: Path, warmup: int) -> dict[str, list[float]]:
     return out
 
 
-def measure(env: benchlib.Env, mode: str, sizes: dict[str, int], warmup: int, i: int) -> dict[str, Any]:
+def measure(env: benchlib.Env, mode: str, sizes: dict[str, int], warmup: int, i: int, interval: float = 0.0) -> dict[str, Any]:
     """One `statebed run` in its own process: its latency samples and its maintenance passes."""
     work = env.dir(f"{mode}-{i}")
     run_dir = work / "run"
     sized = [f"--{k.replace('_', '-')}={v}" for k, v in sizes.items()]
     argv = ["run", "--run-dir", str(run_dir), "--workload", "count", *sized]
-    argv += [f"--maintenance-interval={INTERVAL[mode]}", "--no-verify", "--json"]
+    argv += [f"--maintenance-interval={f'{interval:g}' if mode == 'on' else OFF_INTERVAL}", "--no-verify", "--json"]
     _, wall = benchlib.statebed_json(argv, f"{mode} run {i}")
     passes = RunDir(run_dir).maintenance()
     out = {
@@ -105,6 +107,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     p = benchlib.parser(NAME, __doc__.split("\n\n")[0])
     p.add_argument("--batches", type=int, default=None, help="batches per run (default 80; quick 6)")
     p.add_argument("--warmup", type=int, default=None, help="first batches left out (default 10; quick 1)")
+    p.add_argument("--interval", type=float, default=0.0, help="the 'on' runs' --maintenance-interval (default 0: after every batch)")
     p.add_argument("--jsonl", type=Path, default=None, help="append each finished run's row here")
     args = p.parse_args(argv)
     batches, warmup, pairs = (6, 1, 1) if args.quick else (80, 10, 5)
@@ -112,12 +115,14 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     retain, snap = (2, 2) if args.quick else (20, 10)  # quick: a snapshot every 2 versions, so 6 batches have something to delete
     sizes = {"batches": batches, "rows_per_batch": 20, "keyspace": 200, "partitions": 2, "retain": retain, "snapshot_interval": snap}
     with benchlib.environment(args, NAME) as env:
-        rep = benchlib.Report(NAME, "commit latency, maintenance after every batch vs none, one process per run", args, env)
-        rep.params.update(**sizes, warmup=warmup, pairs=pairs, interval_on="0 (a pass after every committed batch)", cluster="local[2]")
+        rep = benchlib.Report(
+            NAME, f"commit latency, maintenance every {args.interval:g} s (0: every batch) vs none, one process per run", args, env
+        )
+        rep.params.update(**sizes, warmup=warmup, pairs=pairs, interval_on=args.interval, cluster="local[2]")
         runs: dict[str, list[dict[str, Any]]] = {"on": [], "off": []}
         for i in range(pairs):
             for mode in ("off", "on") if i % 2 == 0 else ("on", "off"):
-                r = measure(env, mode, sizes, warmup, i)
+                r = measure(env, mode, sizes, warmup, i, args.interval)
                 runs[mode].append(r)
                 line = f"pair {i} {mode}: {r['wall_s']} s, {r['passes']} passes, {r['files_deleted']} files deleted"
                 benchlib.progress_row(

@@ -45,7 +45,9 @@ OPERATOR = 0
 
 # The job's own failpoints: the store knows nothing of the job, so they are registered here.
 failpoints.register(
-    "driver.tasks.after", "job driver: every task result in and checked, before staging and the commit log (drop: no effect)"
+    "driver.tasks.after",
+    "job driver: every task result in and checked, before staging and the commit log; native: the query's job done, "
+    "before its sink output and Spark's commit (drop: no effect)",
 )
 failpoints.register("driver.sink.before", "job driver: after the commit log, before the sink output (drop: skip the sink write)")
 failpoints.register("driver.batch.end", "job driver: after the sink output, before Spark records the batch (drop: no effect)")

@@ -29,6 +29,7 @@ import pyarrow as pa
 from statebed_model.rundir import INPUT_SCHEMA, RunDir
 from statebed_model.sources import Source, batch_source_files
 from statebed_model.workloads import get_workload
+from statebed_store import failpoints
 
 from .config import JobOptions
 from .driver import BatchDriver, BatchOutcome
@@ -93,7 +94,9 @@ def _statebed_batch(driver: BatchDriver, on_batch: OnBatch, df: DataFrame, batch
 def _native_batch(run: RunDir, opts: JobOptions, source: Source, on_batch: OnBatch, df: DataFrame, batch_id: int) -> None:
     t0 = time.perf_counter()
     workload = get_workload(opts.workload)
-    out = df.toArrow()
+    out = df.toArrow()  # runs the query's job: the state tasks of this batch
+    with failpoints.task_context(batch=batch_id):  # `[batch=B]` filters aim here
+        failpoints.hit("driver.tasks.after")  # before the sink output and Spark's commit (a replanned batch writes its own)
     table = pa.table({f.name: out[f.name].cast(f.type) for f in workload.output_schema}, schema=workload.output_schema)
     inputs = source.records(batch_source_files(run.storage, batch_id))
     run.write_input(batch_id, inputs)

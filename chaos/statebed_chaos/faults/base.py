@@ -142,7 +142,7 @@ class Fault(ABC):
     description: ClassVar[str]
     modes: ClassVar[frozenset[str]] = frozenset({"v1", "v2", *NATIVE_MODES})  # formats it applies to
     needs: ClassVar[frozenset[str]] = frozenset()  # "standalone" (speculation), "s3-proxy" (network faults)
-    restarts_driver: ClassVar[bool] = False  # the driver is expected to die: the runner restarts it with --resume
+    restarts_driver: bool = False  # the driver is expected to die: the runner restarts it with --resume (a kind, or one fault's params)
 
     def __init__(self, spec: FaultSpec) -> None:
         self.spec = spec

@@ -42,7 +42,7 @@ EXIT_CODES = (137, -signal.SIGKILL)  # exit(137) from the failpoint; -9 as Popen
 class RestartDriver(Fault):
     kind: ClassVar[str] = "restart-driver"
     description: ClassVar[str] = "kill the driver at a protocol step and restart the query from the checkpoint"
-    restarts_driver: ClassVar[bool] = True
+    restarts_driver = True
 
     def __init__(self, spec: FaultSpec) -> None:
         super().__init__(spec)

@@ -43,7 +43,7 @@ DROP_POINT, DIVERGE_POINT = "snapshot.upload.before", "task.load.after"
 class RewindReprocess(Fault):
     kind: ClassVar[str] = "rewind-reprocess"
     description: ClassVar[str] = "kill the driver, rewind the run to batch K, resume: batches after K are reprocessed"
-    restarts_driver: ClassVar[bool] = True
+    restarts_driver = True
 
     def __init__(self, spec: FaultSpec) -> None:
         super().__init__(spec)

@@ -53,6 +53,8 @@ the zombie's durable later; and by Spark's event log: the winner's attempt succe
 zombie killed before it wrote is `fired: false`; no event log, `fired: null` (unknown).
 
 params: what (changelog | snapshot), partition (default 0), hold_ms (default 60000),
+replan (default false; native: the zombie outlives its driver and the batch is planned again
+by the restarted one, `zombie_replan`),
 slow_ms (default 5000 for changelog; 30000 for snapshot: attempt 1 must finish first, and on a
 machine loaded with other Spark jobs 10 s was once not enough; the stall costs nothing once it has).
 
@@ -70,10 +72,11 @@ from statebed_model.eventlog import EventLog, TaskAttempt
 from statebed_model.native_state import PLUGIN_MODES, is_native
 from statebed_store.errors import UsageError
 
-from .base import Evidence, Fault, FaultContext, FaultSpec
+from .base import Evidence, Fault, FaultContext, FaultSpec, NotApplicable
 from .failpoint_fault import filter_text, matching, positive, term_target
 from .processes import add_term, event_log_or_none, remove_term
 from .zombie_native import NativeZombie
+from .zombie_replan import ReplanZombie
 
 __all__ = ["FAULT", "ZombieUpload", "accepted_attempts"]
 
@@ -131,12 +134,25 @@ class ZombieUpload(Fault):
         self.winner = {**self.zombie, "attempt": 1 - self.variant.zombie}
         self.terms = self._terms(filter_text(self.winner), filter_text(self.zombie))
         self._armed: list[tuple[str, str]] = []
-        self.native = NativeZombie(spec.at.batch, self.zombie["partition"], self.hold_ms, what)
+        replan = spec.params.get("replan", False)
+        if not isinstance(replan, bool):
+            raise UsageError(f"fault {spec.id} ({spec.kind}): replan must be true or false, got {replan!r}")
+        self.restarts_driver = replan  # the zombie outlives its driver; the runner restarts it
+        self.native = (
+            ReplanZombie(spec, spec.at.batch, self.zombie["partition"], self.hold_ms, what)
+            if replan
+            else NativeZombie(spec.at.batch, self.zombie["partition"], self.hold_ms, what)
+        )
 
     def check(self, mode: str, cluster: str, storage: str) -> None:
         super().check(mode, cluster, storage)
         if is_native(mode):
             self.native.check()
+        elif self.restarts_driver:
+            raise NotApplicable(f"{self.kind} with replan: true is Spark's own delayed close: native-v1 / native-v2 runs only")
+
+    def before_resume(self, ctx: FaultContext) -> dict[str, Any] | None:
+        return self.native.before_resume(ctx) if isinstance(self.native, ReplanZombie) and ctx.mode in PLUGIN_MODES else None
 
     def _terms(self, w: str, z: str) -> list[tuple[str, str]]:
         """The armed terms (see the module docstring); markers are 1 ms delays that leave a firing record."""
