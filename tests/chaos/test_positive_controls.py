@@ -101,3 +101,26 @@ def test_each_spark_controls_pinned_seed_makes_the_two_attempts_diverge(tmp_path
     winner, late = (sorted(zip(*(seen[a].outputs[c].to_pylist() for c in ("key", "sample")))) for a in (0, 1))
     differ = [k for (k, s0), (_, s1) in zip(winner, late) if s0 != s1]
     assert len(winner) == len(late) > 0 and len(differ) >= len(winner) // 4, (len(differ), len(winner))
+
+
+@pytest.mark.parametrize("damage", ["truncated", "deleted"])
+def test_an_earlier_version_whose_file_does_not_decode_is_an_anomaly_one_that_is_gone_a_note(tmp_path: Path, damage: str) -> None:
+    """A committed version whose changelog is there but cut short (a close that never finished)
+    cannot be restored: the state verifier says so. One whose files are gone (retention) is
+    not judged, and says that instead."""
+    opts = JobOptions(workload="sample3", mode="v1", batches=4, partitions=1, rows_per_batch=400, keyspace=20, snapshot_interval=2, seed=7)
+    job = InProcessJob(tmp_path / "run", opts)
+    for b in range(4):
+        job.batch(b, schedule=on(job, "W"))
+    default_uploader().drain(60)  # 2.zip and 4.zip: later versions load without version 1's changelog
+    changelog = job.run.root / "checkpoint" / "state" / "0" / "0" / "1.changelog"
+    if damage == "truncated":
+        changelog.write_bytes(changelog.read_bytes()[: changelog.stat().st_size // 2])
+    else:
+        changelog.unlink()
+    report = verify_state(job.run.root)
+    if damage == "deleted":
+        assert report.valid is True and any("the state committed by batch 0 does not load" in n for n in report.notes), report
+        return
+    assert report.valid is False
+    assert [(a.kind, a.batches) for a in report.anomalies] == [("unloadable-state", [0])], report.anomalies

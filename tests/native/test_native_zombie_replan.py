@@ -97,6 +97,14 @@ def test_parked_file_is_the_one_temp_of_that_name(tmp_path: Path) -> None:
     assert parked_file(final) is None  # two candidates: no guess
 
 
+def _parked_copy(ctx: FaultContext, t: float, point: str, task: dict[str, int], final: Path, content: bytes) -> None:
+    """The plug-in's whole copy of the parked stream, and its record."""
+    copy = ctx.control.directory / "parked" / f"4242-1-{final.name}"
+    copy.parent.mkdir(parents=True, exist_ok=True)
+    copy.write_bytes(content)
+    record(ctx, t, point, "zombie-parked", task, file=f"file:{final}", copy=str(copy), bytes=len(content))
+
+
 def _history_of_a_kill_and_restart(ctx: FaultContext, t: float) -> None:
     ctx.history.record("driver", "info", t - 10, t + 1, pid=100, exit_code=-9)
     ctx.history.record("driver", "ok", t + 2, t + 30, pid=200, exit_code=0)
@@ -122,13 +130,16 @@ def test_the_lander_renames_the_parked_file_over_the_committed_one_and_the_evide
     f.prepare(ctx)
     t = time.time() - 60
     record(ctx, t, ZOMBIE, "hold(60000)", TASK, file=f"file:{final}")
+    _parked_copy(ctx, t, ZOMBIE, TASK, final, b"old plan, the whole of it")
     record(ctx, t + 0.5, STOP, "hold(60000)", {"batch": 2})
     _history_of_a_kill_and_restart(ctx, t)
     record(ctx, t + 20, COMMIT_MARK, "delay(1)", {"batch": 3}, file="file:/ckpt/commits/3")
     landed = _land(ctx, f)
-    assert landed["outcome"] == "ok" and landed["parked"] == tmp.name, landed
-    assert final.read_bytes() == b"old plan" and not tmp.exists()
-    assert (final.parent / ".3.changelog.crc").read_bytes() == b"crc of the old plan"  # the checksum moves with it
+    assert landed["outcome"] == "ok" and landed["parked"] == tmp.name and landed["bytes"] == 25, landed
+    assert final.read_bytes() == b"old plan, the whole of it"  # the copy, not the temp file's flushed part
+    assert not tmp.exists() and not (final.parent / f".{tmp.name}.crc").exists()
+    assert not (final.parent / ".3.changelog.crc").exists()  # the new plan's checksum would lie about the old content
+    assert (final.parent / ".4.changelog.1111.tmp").exists()  # another file's temp is left alone
     ev = f.evidence(ctx)
     assert ev.fired is True, ev
     assert [next(iter(p)) for p in ev.proof] == ["hold", "driver_held", "driver_died", "driver_restarted", "landing", "newer_commit"]
@@ -200,6 +211,7 @@ def test_a_parked_zip_lands_only_after_the_new_apps_zip_and_says_so(tmp_path: Pa
     f.prepare(ctx)
     t = time.time() - 60
     record(ctx, t, SNAPSHOT_ZOMBIE, "hold(60000)", {"batch": 2, "partition": 0}, file=f"file:{final}")
+    _parked_copy(ctx, t, SNAPSHOT_ZOMBIE, {"batch": 2, "partition": 0}, final, b"old plan's zip")
     _history_of_a_kill_and_restart(ctx, t)
     record(ctx, t + 20, COMMIT_MARK, "delay(1)", {"batch": 3}, file="file:/ckpt/commits/3")
     record(ctx, t + 21, SNAPSHOT_UPLOAD, "delay(1)", {"batch": 2, "partition": 0}, file=f"file:{final}")

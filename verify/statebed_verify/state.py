@@ -36,7 +36,16 @@ from statebed_model.rundir import INPUT_SCHEMA, MAINTENANCE_LOG, RunDir, RunInfo
 from statebed_model.sources import GroundTruth, open_source, source_log
 from statebed_model.workloads import get_workload
 from statebed_store import CheckpointRef, CommitLog, S3Settings, StoreId, open_storage
-from statebed_store.errors import CheckpointFileError, MisplacedKeyError, MissingFileError, StatebedError, StorageError, UsageError
+from statebed_store.errors import (
+    CheckpointFileError,
+    CorruptFileError,
+    MisplacedKeyError,
+    MissingFileError,
+    NotRegularFileError,
+    StatebedError,
+    StorageError,
+    UsageError,
+)
 from statebed_store.inspection import dump_state
 from statebed_store.partitioner import Partitioner, check_keys, checkpoint_partitioning
 from statebed_store.storage.base import Storage
@@ -306,6 +315,9 @@ def _earlier_versions(
             items = [kv for p in range(info.partitions) for kv in _partition_state(storage, info, p, [b])]
         except StorageError:
             raise
+        except (CorruptFileError, NotRegularFileError) as e:  # its files are there and do not decode: that version is lost
+            out.append(_anomaly("unloadable-state", f"state after batch {b}, loaded from its files: {e}", batches=[b]))
+            continue
         except StatebedError as e:  # e.g. its files fell out of retention
             notes.append(f"the state committed by batch {b} does not load, so it was not judged: {e}")
             continue

@@ -22,7 +22,10 @@ and the parked stream with them: its temp file (`.<name>.<uuid>.tmp`, what Spark
 stream writes before it renames) stays. The runner restarts the driver with `--resume`; the new
 app plans batch B again and commits it and B + 1. Then the lander (started in `before_resume`)
 does what the zombie's close would have done: renames the temp file to its name (V1: over the
-new app's `<B+1>.changelog`; V2: `<B+1>_<uuid>.changelog`, an orphan beside the new app's).
+new app's `<B+1>.changelog`; V2: `<B+1>_<uuid>.changelog`, an orphan beside the new app's). The
+temp file holds only what the dead JVM had flushed, so the plug-in keeps the stream's whole
+content when it parks it (`parked/<pid>-<hit>-<name>` beside the control file, a "zombie-parked"
+record): the lander writes that in place and removes the temp file and the stale checksums.
 
 `what: snapshot`: the zombie is the zip of version B + 1, which Spark's maintenance thread
 uploads after the task committed the version (no task context: the filter is `[batch=B,
@@ -45,7 +48,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from statebed_store.localfs import check_regular
+from statebed_store.errors import StatebedError
+from statebed_store.localfs import atomic_write, read_regular
 from statebed_verify.history import Outcome
 
 from .base import Evidence, FaultContext, FaultSpec
@@ -131,42 +135,47 @@ class ReplanZombie(NativeZombie):
         if not held or self._lander is not None:
             return None
         final = Path(str(held[0].get("file", "")).removeprefix("file:"))
-        self._lander = threading.Thread(target=self._land, args=(ctx, final), name="zombie-lander", daemon=True)
+        self._lander = threading.Thread(target=self._land, args=(ctx, held[0], final), name="zombie-lander", daemon=True)
         self._lander.start()
         return {"lander": f"waiting for batch {self.batch + 1}'s commit to land {final.name}"}
 
-    def _land(self, ctx: FaultContext, final: Path) -> None:
+    def _land(self, ctx: FaultContext, hold: dict[str, Any], final: Path) -> None:
         start = time.time()
         committed = ctx.wait(
             lambda: ctx.batch_committed(self.batch + 1) and (self.what != "snapshot" or self._new_zip(ctx, self._killed_at)), RESTART_WAIT_S
         )
-        tmp = parked_file(final)
-        facts: dict[str, Any] = {"file": str(final), "parked": None if tmp is None else tmp.name}
+        tmp, copy = parked_file(final), self._copy(ctx, hold)
+        facts: dict[str, Any] = {"file": str(final), "parked": None if tmp is None else tmp.name, "copy": None if copy is None else str(copy)}
         outcome: Outcome = "fail"
         if not committed:
             what = "" if self.what != "snapshot" else f", or its zip of version {self.batch + 1} not uploaded,"
             facts["reason"] = f"batch {self.batch + 1} was not committed by the new app{what} (bound or run end)"
-        elif tmp is None:
-            facts["reason"] = f"no single parked temp file .{final.name}.<uuid>.tmp beside {final.name}"
+        elif tmp is None or copy is None:
+            facts["reason"] = f"no parked stream of {final.name}: Spark's temp file .{final.name}.<uuid>.tmp and the plug-in's whole copy"
         else:
             try:
-                check_regular(final)  # replace a file, never a directory or a device
-                self._rename(tmp, final)
+                facts["bytes"] = self._close(read_regular(copy), tmp, final)
                 outcome, facts["landed_at"] = "ok", time.time()
-            except OSError as e:
+            except (OSError, StatebedError) as e:
                 facts["reason"] = f"{type(e).__name__}: {e}"
         ctx.history.record("fault", outcome, start, id=self.spec.id, kind=self.spec.kind, phase=LAND, facts=facts)
 
+    def _copy(self, ctx: FaultContext, hold: dict[str, Any]) -> Path | None:
+        """The whole content the parked stream was closing (the plug-in's "zombie-parked" record)."""
+        parked = self._same(ctx.firings(self.point), hold, ("zombie-parked",))
+        path = parked[0].get("copy") if parked else None
+        return Path(path) if isinstance(path, str) and Path(path).is_file() else None
+
     @staticmethod
-    def _rename(tmp: Path, final: Path) -> None:
-        """What the stream's close does: the temp file to its name; its checksum with it (or the
-        stale checksum of the file it replaces removed, so no reader trusts it)."""
-        tmp_crc, final_crc = tmp.with_name(f".{tmp.name}.crc"), final.with_name(f".{final.name}.crc")
-        os.replace(tmp, final)
-        if tmp_crc.is_file():
-            os.replace(tmp_crc, final_crc)
-        elif final_crc.is_file():
-            final_crc.unlink()
+    def _close(content: bytes, tmp: Path, final: Path) -> int:
+        """What the stream's close would have done, with the whole content (the temp file holds only
+        what was flushed before the JVM died): the file in place, atomically; Spark's temp file and
+        every checksum of the old content gone (none is valid for this one, and a reader must not
+        trust a stale one)."""
+        atomic_write(final, content)  # a regular file or nothing is replaced, never a directory or device
+        for stale in (tmp, tmp.with_name(f".{tmp.name}.crc"), final.with_name(f".{final.name}.crc")):
+            stale.unlink(missing_ok=True)
+        return len(content)
 
     def heal(self, ctx: FaultContext) -> None:
         if self._lander is not None:

@@ -1,5 +1,6 @@
 package statebed;
 
+import java.io.ByteArrayOutputStream;
 import java.io.IOException;
 import java.util.Map;
 import java.util.concurrent.atomic.AtomicLong;
@@ -42,12 +43,30 @@ public class FailpointCheckpointFileManager extends FileContextBasedCheckpointFi
     static final class Stream extends CheckpointFileManager.CancellableFSDataOutputStream {
         private final CheckpointFileManager.CancellableFSDataOutputStream inner;
         private final Target target;
+        private final ByteArrayOutputStream copy;  // a state file's bytes (armed runs only): what a parked close would land
         private boolean done;
 
         Stream(CheckpointFileManager.CancellableFSDataOutputStream inner, Target target) {
             super(inner);
             this.inner = inner;
             this.target = target;
+            this.copy = target.kind.equals("changelog") || target.kind.equals("snapshot") ? new ByteArrayOutputStream() : null;
+        }
+
+        @Override
+        public synchronized void write(int b) throws IOException {
+            super.write(b);
+            if (copy != null) {
+                copy.write(b);
+            }
+        }
+
+        @Override
+        public synchronized void write(byte[] b, int off, int len) throws IOException {
+            super.write(b, off, len);
+            if (copy != null) {
+                copy.write(b, off, len);
+            }
         }
 
         @Override
@@ -60,6 +79,7 @@ public class FailpointCheckpointFileManager extends FileContextBasedCheckpointFi
                 Failpoints.Firing zombie = Failpoints.evaluate("native." + target.kind + ".zombie", target.task, target.file);
                 if (zombie != null && (zombie.action().equals("hold") || zombie.action().equals("delay"))) {
                     flush();
+                    zombie.park(copy.toByteArray(), new org.apache.hadoop.fs.Path(target.file).getName());
                     land(zombie);
                     throw new IOException("failpoint " + zombie.point + " fired: close delayed (zombie), the file lands later");
                 }

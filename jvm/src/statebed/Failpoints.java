@@ -345,6 +345,30 @@ public final class Failpoints {
             return outcome;
         }
 
+        /**
+         * Keep a parked stream's whole content beside the control file ({@code parked/<pid>-<hit>-<name>}),
+         * recorded as "zombie-parked" with its path: if this JVM dies before the close lands, the file
+         * under Spark's temp name holds only what was flushed, and a controller can land the whole.
+         */
+        public void park(byte[] content, String name) {
+            Control c = control;
+            if (c == null) {
+                return;
+            }
+            Path dir = c.path.getParent().resolve("parked");
+            Path out = dir.resolve(ProcessHandle.current().pid() + "-" + hits + "-" + name);
+            Map<String, Object> extra = new LinkedHashMap<>();
+            try {
+                Files.createDirectories(dir);
+                Files.write(out, content);
+                extra.put("copy", out.toString());
+                extra.put("bytes", content.length);
+            } catch (IOException e) {
+                extra.put("error", e.toString());
+            }
+            record("zombie-parked", extra);
+        }
+
         /** Append one more record for this firing (a hold's end, a zombie's landing). */
         public void record(String action, Map<String, Object> extra) {
             Control c = control;
