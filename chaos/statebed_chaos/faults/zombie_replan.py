@@ -145,7 +145,11 @@ class ReplanZombie(NativeZombie):
             lambda: ctx.batch_committed(self.batch + 1) and (self.what != "snapshot" or self._new_zip(ctx, self._killed_at)), RESTART_WAIT_S
         )
         tmp, copy = parked_file(final), self._copy(ctx, hold)
-        facts: dict[str, Any] = {"file": str(final), "parked": None if tmp is None else tmp.name, "copy": None if copy is None else str(copy)}
+        facts: dict[str, Any] = {
+            "file": str(final),
+            "parked": None if tmp is None else tmp.name,
+            "copy": None if copy is None else str(copy),
+        }
         outcome: Outcome = "fail"
         if not committed:
             what = "" if self.what != "snapshot" else f", or its zip of version {self.batch + 1} not uploaded,"
