@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from statebed_model.native_state import NATIVE_WORKLOADS, is_native
+from statebed_model.native_state import NATIVE_WORKLOADS, PLUGIN_MODES, is_native
 from statebed_model.workloads import WORKLOADS
 from statebed_store.errors import UsageError
 from statebed_store.naming import path_segment
@@ -37,15 +37,15 @@ class FaultPlan:
 
     batch: int = 2
     for_s: float | None = None
-    params: Callable[[str, int], dict[str, Any]] = lambda _format, _seed: {}  # (format, seed) -> params
+    params: Callable[[str, int, str], dict[str, Any]] = lambda _format, _seed, _workload: {}  # (format, seed, workload) -> params
     cluster: str | None = None  # None: standalone when the fault needs it, else the preset's
     sizes: dict[str, int] = field(default_factory=dict)  # overrides of the preset's sizes for this fault
     # Faults scheduled with it to give it a target, not under test (the cell's first fault is):
     # each joins only the cells it applies to, where its own proof is required like any fault's.
     companions: tuple[FaultSpec, ...] = ()
 
-    def spec(self, kind: str, fmt: str, seed: int) -> FaultSpec:
-        return FaultSpec(id="f1", kind=kind, at=Trigger(batch=self.batch), for_s=self.for_s, params=self.params(fmt, seed))
+    def spec(self, kind: str, fmt: str, seed: int, workload: str = "") -> FaultSpec:
+        return FaultSpec(id="f1", kind=kind, at=Trigger(batch=self.batch), for_s=self.for_s, params=self.params(fmt, seed, workload))
 
 
 # A state task of batch 2 held 2 s after loading its state (its input fetched): a straggler for
@@ -61,8 +61,14 @@ _CLEANUP_HOLDS = tuple(
 )
 
 
-def _restart_params(fmt: str, seed: int) -> dict[str, Any]:
+def _restart_params(fmt: str, seed: int, _workload: str) -> dict[str, Any]:
     return {"step": "at-trigger"} if is_native(fmt) else {"step": _DRIVER_STEPS[seed % len(_DRIVER_STEPS)]}
+
+
+def _zombie_params(fmt: str, _seed: int, workload: str) -> dict[str, Any]:
+    """bucket-collect on Spark's store: a retry reads the same shuffle blocks, so the zombie must
+    outlive its driver and the batch be planned again (`zombie_replan`) for the bucket anomaly."""
+    return {"replan": True, "hold_ms": 120000} if fmt in PLUGIN_MODES and workload == "bucket-collect" else {}
 
 
 FAULTS: dict[str, FaultPlan] = {
@@ -76,7 +82,7 @@ FAULTS: dict[str, FaultPlan] = {
     "fail-changelog-upload": FaultPlan(cluster="standalone"),  # likewise
     # No snapshot after the zombie's version: every later load replays its changelog by name
     # (a V1 snapshot of the winner's state taken next would hide the overwrite from readers).
-    "zombie-upload": FaultPlan(sizes={"snapshot_interval": 100}),
+    "zombie-upload": FaultPlan(params=_zombie_params, sizes={"snapshot_interval": 100}),
     # Kill at batch 4, rewind to 2, reprocess 3..5 (diverging, snapshots dropped); a snapshot at
     # version 4 (batch 3) of the abandoned timeline is what a V1 rerun loads by name.
     "rewind-reprocess": FaultPlan(batch=4, cluster="standalone", sizes={"snapshot_interval": 2}),
@@ -208,7 +214,7 @@ def _experiment(preset: Preset, kind: str, workload: str, fmt: str, seed: int) -
         cluster=cluster,
         storage=storage,
         seed=seed,
-        faults=[plan.spec(kind, fmt, seed), *(c for c in plan.companions if _why_not(c, fmt, cluster, storage) is None)],
+        faults=[plan.spec(kind, fmt, seed, workload), *(c for c in plan.companions if _why_not(c, fmt, cluster, storage) is None)],
         **plan.sizes,  # type: ignore[arg-type]
     )
 

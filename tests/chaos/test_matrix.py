@@ -162,6 +162,13 @@ def test_restart_driver_walks_the_protocol_steps_by_seed() -> None:
     assert {s for f, s in steps if f.startswith("native")} == {"at-trigger"}
 
 
+def test_the_zombie_on_sparks_store_outlives_its_driver_for_bucket_collect_only() -> None:
+    """A retry of bucket-collect's state task reads the same shuffle blocks: only a replanned batch shows the anomaly."""
+    cells, _ = plan_cells(PRESETS["full"], 1, faults=["zombie-upload"], workloads=["bucket-collect", "sample3"])
+    replan = {(c.workload, c.format): c.experiment.faults[0].params.get("replan", False) for c in cells}
+    assert {k for k, on in replan.items() if on} == {("bucket-collect", "native-v1"), ("bucket-collect", "native-v2")}, replan
+
+
 # -- exit rules ----------------------------------------------------------------------------------
 
 
