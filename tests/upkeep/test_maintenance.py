@@ -15,6 +15,7 @@ from statebed_job.config import JobOptions
 from statebed_job.maintenance import Maintenance, PassRecord
 from statebed_job.task import TaskResult, TaskSpec, close_providers, run_partition
 from statebed_store import CommitLog, StoreFiles, default_uploader
+from statebed_store.cleanup import cleanup_checkpoint
 from statebed_store.errors import UsageError
 from statebed_store.inspection import discover_stores
 from statebed_store.rebuild import rebuildability
@@ -107,6 +108,17 @@ def test_the_jobs_pass_trims_the_commit_log_below_the_retained_window_once_recor
     m.committed(BATCHES)  # a latest batch the log does not hold: no trim anchored on it
     assert [r.store for r in m.run_pass()] == ["state/0/0", "state/0/1"]
     assert CommitLog(job.storage).batch_ids() == list(range(below, BATCHES))
+
+
+def test_statebed_cleanup_on_a_trimmed_log_keeps_from_its_first_entry(tmp_path: Path) -> None:
+    """`statebed cleanup --retain 100` on a log the job trimmed: nothing below it loads, nothing is missing."""
+    job = job_with_history(tmp_path)
+    m = Maintenance(job.storage, retain=RETAIN, interval_s=0, sst_grace_s=0, on_pass=lambda _: None, trim_log=True)
+    m.committed(BATCHES - 1)
+    m.run_pass()
+    done = cleanup_checkpoint(job.storage, 100, sst_orphan_grace_s=0)
+    assert (done.latest_batch, done.first_retained) == (BATCHES - 1, BATCHES - RETAIN)
+    assert verify_lineage(job.storage).valid is True
 
 
 @pytest.mark.parametrize("recorder", ["none", "failing"])
