@@ -238,3 +238,20 @@ def test_without_the_new_apps_zip_the_lander_gives_up_at_the_runs_end(tmp_path: 
     ops = [op for op in ctx.history.ops("fault") if op.fields.get("phase") == LAND]
     assert ops[0].outcome == "fail" and "zip of version 3 not uploaded" in ops[0].fields["facts"]["reason"]
     assert (state / "3.zip").read_bytes() == b"new"
+
+
+def test_the_lander_never_writes_outside_the_runs_checkpoint(tmp_path: Path) -> None:
+    ctx = context(tmp_path)
+    ctx.poll_s = 0.01
+    outside = tmp_path / "elsewhere" / "3.changelog"
+    outside.parent.mkdir()
+    outside.write_bytes(b"not the run's")
+    (outside.parent / ".3.changelog.1.tmp").write_bytes(b"x")
+    f = replan()
+    f.prepare(ctx)
+    t = time.time() - 60
+    record(ctx, t, ZOMBIE, "hold(60000)", TASK, file=f"file:{outside}")
+    _parked_copy(ctx, t, ZOMBIE, TASK, outside, b"zombie")
+    landed = _land(ctx, f)
+    assert landed["outcome"] == "fail" and "not inside the run's Spark checkpoint" in landed["reason"]
+    assert outside.read_bytes() == b"not the run's"

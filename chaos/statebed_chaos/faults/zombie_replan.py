@@ -154,6 +154,8 @@ class ReplanZombie(NativeZombie):
         if not committed:
             what = "" if self.what != "snapshot" else f", or its zip of version {self.batch + 1} not uploaded,"
             facts["reason"] = f"batch {self.batch + 1} was not committed by the new app{what} (bound or run end)"
+        elif not final.resolve().is_relative_to(ctx.spark_checkpoint.resolve()):  # never write outside the run
+            facts["reason"] = f"{final} is not inside the run's Spark checkpoint {ctx.spark_checkpoint}"
         elif tmp is None or copy is None:
             facts["reason"] = f"no parked stream of {final.name}: Spark's temp file .{final.name}.<uuid>.tmp and the plug-in's whole copy"
         else:
