@@ -43,14 +43,15 @@ public class FailpointCheckpointFileManager extends FileContextBasedCheckpointFi
     static final class Stream extends CheckpointFileManager.CancellableFSDataOutputStream {
         private final CheckpointFileManager.CancellableFSDataOutputStream inner;
         private final Target target;
-        private final ByteArrayOutputStream copy;  // a state file's bytes (armed runs only): what a parked close would land
+        private final ByteArrayOutputStream copy;  // a state file's bytes while its .zombie point is armed: what a parked close would land
         private boolean done;
 
         Stream(CheckpointFileManager.CancellableFSDataOutputStream inner, Target target) {
             super(inner);
             this.inner = inner;
             this.target = target;
-            this.copy = target.kind.equals("changelog") || target.kind.equals("snapshot") ? new ByteArrayOutputStream() : null;
+            boolean state = target.kind.equals("changelog") || target.kind.equals("snapshot");
+            this.copy = state && Failpoints.armed("native." + target.kind + ".zombie") ? new ByteArrayOutputStream() : null;
         }
 
         @Override
@@ -79,7 +80,7 @@ public class FailpointCheckpointFileManager extends FileContextBasedCheckpointFi
                 Failpoints.Firing zombie = Failpoints.evaluate("native." + target.kind + ".zombie", target.task, target.file);
                 if (zombie != null && (zombie.action().equals("hold") || zombie.action().equals("delay"))) {
                     flush();
-                    zombie.park(copy.toByteArray(), new org.apache.hadoop.fs.Path(target.file).getName());
+                    zombie.park(copy == null ? null : copy.toByteArray(), new org.apache.hadoop.fs.Path(target.file).getName());
                     land(zombie);
                     throw new IOException("failpoint " + zombie.point + " fired: close delayed (zombie), the file lands later");
                 }

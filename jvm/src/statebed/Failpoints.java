@@ -355,6 +355,10 @@ public final class Failpoints {
             if (c == null) {
                 return;
             }
+            if (content == null) {  // armed after the stream opened: nothing was kept
+                record("zombie-parked", Map.of("error", "the point was armed after the stream opened: no copy"));
+                return;
+            }
             Path dir = c.path.getParent().resolve("parked");
             Path out = dir.resolve(ProcessHandle.current().pid() + "-" + hits + "-" + name);
             Map<String, Object> extra = new LinkedHashMap<>();
@@ -396,6 +400,17 @@ public final class Failpoints {
 
         public IOException error() {
             return new IOException("failpoint " + point + " fired: " + (term.arg == null ? "injected error" : term.arg));
+        }
+    }
+
+    /** Whether point `name` has terms armed now (the control file re-read if due). */
+    public static boolean armed(String name) {
+        Control c = control;
+        if (c != null) {
+            c.poll();
+        }
+        synchronized (LOCK) {
+            return ARMED.containsKey(name);
         }
     }
 
