@@ -165,7 +165,7 @@ def test_delayed_close_lands_a_v1_changelog_after_newer_commits(bed: Bed) -> Non
         newest_commit = ckpt / "commits" / str(BATCHES - 1)
         retry = changelog.stat()  # attempt 1's file, in place before the query went on
         assert newest_commit.stat().st_mtime_ns >= retry.st_mtime_ns
-        assert [r["action"] for r in bed.firings("native.changelog.zombie")] == ["hold(300000)"]  # still held
+        assert [r["action"] for r in bed.firings("native.changelog.zombie")] == ["hold(300000)", "zombie-parked"]  # still held
         bed.control.release("native.changelog.zombie")
         landed = wait_for(bed, "native.changelog.zombie", "zombie-landed")
     finally:
@@ -174,4 +174,6 @@ def test_delayed_close_lands_a_v1_changelog_after_newer_commits(bed: Bed) -> Non
     late = changelog.stat()
     assert late.st_ino != retry.st_ino  # renamed over attempt 1's file
     assert late.st_mtime_ns > newest_commit.stat().st_mtime_ns  # after every newer commit
-    assert [r["action"] for r in bed.firings("native.changelog.zombie")] == ["hold(300000)", "released", "zombie-landed"]
+    records = bed.firings("native.changelog.zombie")
+    assert [r["action"] for r in records] == ["hold(300000)", "zombie-parked", "released", "zombie-landed"]
+    assert Path(records[1]["copy"]).read_bytes() == changelog.read_bytes()  # the parked copy is the whole file that landed
