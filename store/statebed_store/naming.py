@@ -52,6 +52,7 @@ __all__ = [
     "commit_path",
     "hadoop_crc_name",
     "is_sst",
+    "is_temp_of",
     "is_valid_id",
     "new_checkpoint_id",
     "new_sst_name",
@@ -78,6 +79,7 @@ SOURCES_DIR = "sources"  # Spark's per-source metadata logs of a query checkpoin
 STATE_DIR = "state"
 DEFAULT_STORE = "default"
 CRC_SUFFIX = ".crc"
+TMP_SUFFIX = ".tmp"
 METADATA_DIR = "_metadata"  # Spark's operator metadata directory under state/<op>/
 LOGS_DIR = "logs"  # RocksDB log files named by snapshot metadata
 ZIP_METADATA = "metadata"  # the member of a snapshot zip that lists its SSTs
@@ -217,7 +219,13 @@ def new_sst_name(local: str) -> str:
 
 def temp_name(name: str) -> str:
     """A hidden temp name next to `name`: never listed, never a state file."""
-    return f".{name}.{uuid.uuid4().hex}.tmp"
+    return f".{name}.{uuid.uuid4().hex}{TMP_SUFFIX}"
+
+
+def is_temp_of(name: str, candidate: str) -> bool:
+    """`candidate` is a hidden temp of `name` (`.<name>.<nonce>.tmp`): statebed's, or what Spark's
+    rename-based checkpoint stream writes before its rename (`.<name>.<uuid>[.TID<n>].tmp`)."""
+    return candidate.startswith(f".{name}.") and candidate.endswith(TMP_SUFFIX) and len(candidate) > len(name) + 2 + len(TMP_SUFFIX)
 
 
 def pending_name(pid: int, version: int, checkpoint_id: str | None) -> str:

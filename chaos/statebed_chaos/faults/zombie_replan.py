@@ -50,6 +50,7 @@ from typing import Any
 
 from statebed_store.errors import StatebedError
 from statebed_store.localfs import atomic_write, read_regular
+from statebed_store.naming import hadoop_crc_name, is_temp_of
 from statebed_verify.history import Outcome
 
 from .base import Evidence, FaultContext, FaultSpec
@@ -68,10 +69,10 @@ RESTART_WAIT_S = 600.0  # the new app's start and its batches B and B + 1
 
 def parked_file(final: Path) -> Path | None:
     """The temp file a parked rename-based stream left beside `final` (exactly one, else None)."""
-    prefix, found = f".{final.name}.", []
+    found: list[Path] = []
     try:
         with os.scandir(final.parent) as it:
-            found = [Path(e.path) for e in it if e.name.startswith(prefix) and e.name.endswith(".tmp") and e.is_file(follow_symlinks=False)]
+            found = [Path(e.path) for e in it if is_temp_of(final.name, e.name) and e.is_file(follow_symlinks=False)]
     except OSError:
         return None
     return found[0] if len(found) == 1 else None
@@ -157,7 +158,7 @@ class ReplanZombie(NativeZombie):
         elif not final.resolve().is_relative_to(ctx.spark_checkpoint.resolve()):  # never write outside the run
             facts["reason"] = f"{final} is not inside the run's Spark checkpoint {ctx.spark_checkpoint}"
         elif tmp is None or copy is None:
-            facts["reason"] = f"no parked stream of {final.name}: Spark's temp file .{final.name}.<uuid>.tmp and the plug-in's whole copy"
+            facts["reason"] = f"no parked stream of {final.name}: both Spark's temp file beside it and the plug-in's whole copy are needed"
         else:
             try:
                 facts["bytes"] = self._close(read_regular(copy), tmp, final)
@@ -179,7 +180,7 @@ class ReplanZombie(NativeZombie):
         every checksum of the old content gone (none is valid for this one, and a reader must not
         trust a stale one)."""
         atomic_write(final, content)  # a regular file or nothing is replaced, never a directory or device
-        for stale in (tmp, tmp.with_name(f".{tmp.name}.crc"), final.with_name(f".{final.name}.crc")):
+        for stale in (tmp, tmp.with_name(hadoop_crc_name(tmp.name)), final.with_name(hadoop_crc_name(final.name))):
             stale.unlink(missing_ok=True)
         return len(content)
 
