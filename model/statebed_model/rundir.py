@@ -248,6 +248,9 @@ class RunDir:
         maintenance trimmed (batch ids start at 0; a hole above the trim stays a hole)."""
         ids = CommitLog(checkpoint or open_storage(self.checkpoint_location(info), self.s3)).batch_ids()
         below = self.trimmed_below()
+        if below and (not ids or below > ids[-1]):  # a trim always keeps the newest entry
+            newest = f"its newest entry, batch {ids[-1]}" if ids else "no entry"
+            raise CorruptFileError(self.display(MAINTENANCE_LOG), f"a trim below batch {below}, but the commit log holds {newest}")
         return sorted(set(range(below)) | set(ids)) if below else ids
 
     def maintenance(self) -> list[dict[str, Any]]:

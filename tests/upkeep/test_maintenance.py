@@ -16,7 +16,7 @@ from statebed_job.maintenance import Maintenance, PassRecord
 from statebed_job.task import TaskResult, TaskSpec, close_providers, run_partition
 from statebed_store import CommitLog, StoreFiles, default_uploader
 from statebed_store.cleanup import cleanup_checkpoint
-from statebed_store.errors import UsageError
+from statebed_store.errors import CorruptFileError, UsageError
 from statebed_store.inspection import discover_stores
 from statebed_store.rebuild import rebuildability
 from statebed_store.storage.base import FileInfo
@@ -146,6 +146,12 @@ def test_only_a_recorded_trim_without_error_counts(tmp_path: Path) -> None:
     job.run.write_maintenance(rows)
     assert job.run.trimmed_below() == 1
     assert job.run.committed_batches(job.run.read_info()) == [0, 1, 2]
+    job.run.write_maintenance([PassRecord(3, "commits", 2, 1, trimmed_below=10**15).to_json()])  # never a range of 10^15
+    with pytest.raises(
+        CorruptFileError,
+        match=r"maintenance.jsonl.*a trim below batch 1000000000000000, but the commit log holds its newest entry, batch 2",
+    ):
+        job.run.committed_batches(job.run.read_info())
 
 
 def test_losing_attempts_files_are_gone_after_a_pass(tmp_path: Path) -> None:
