@@ -55,7 +55,7 @@ from statebed_verify.history import Outcome
 
 from .base import Evidence, FaultContext, FaultSpec
 from .failpoint_fault import filter_text, matching
-from .processes import injection, remove_term, task_is
+from .processes import injection, task_is
 from .restart_driver import kill_driver, restarted
 from .zombie_native import COMMIT_MARK, NativeZombie
 
@@ -107,17 +107,12 @@ class ReplanZombie(NativeZombie):
         """The new app's upload of the zip of B + 1 (a marker firing later than `after`, the kill)."""
         return [f for f in matching(ctx, SNAPSHOT_UPLOAD, "delay", self.zip) if float(f.get("time", 0)) > after]
 
-    def _disarm_holds(self, ctx: FaultContext) -> None:
-        """Both holds fired in app 1: the restarted driver and its executors count afresh and must pass."""
-        for point, term in [a for a in self._armed if "hold(" in a[1]]:
-            remove_term(ctx.control, point, term)
-            self._armed.remove((point, term))
-
     def inject(self, ctx: FaultContext) -> dict[str, Any]:
         bound = self.hold_ms / 1000.0
         held = ctx.wait(lambda: matching(ctx, self.point, "hold", self.target(ctx.mode)), bound)
         stopped = ctx.wait(lambda: self._driver_held(ctx), bound) if held else None
-        self._disarm_holds(ctx)
+        for point in (self.point, STOP):  # both holds fired in app 1: the restarted app counts afresh and must pass
+            self._disarm(ctx, point)
         if not held or not stopped:
             ctx.control.release(self.point)
             ctx.control.release(STOP)

@@ -80,7 +80,7 @@ public class FailpointCheckpointFileManager extends FileContextBasedCheckpointFi
                 Failpoints.Firing zombie = Failpoints.evaluate("native." + target.kind + ".zombie", target.task, target.file);
                 if (zombie != null && (zombie.action().equals("hold") || zombie.action().equals("delay"))) {
                     flush();
-                    zombie.park(copy == null ? null : copy.toByteArray(), new org.apache.hadoop.fs.Path(target.file).getName());
+                    zombie.park(copy == null ? null : copy.toByteArray(), new Path(target.file).getName());
                     land(zombie);
                     throw new IOException("failpoint " + zombie.point + " fired: close delayed (zombie), the file lands later");
                 }
