@@ -43,6 +43,10 @@ class FaultPlan:
     # Faults scheduled with it to give it a target, not under test (the cell's first fault is):
     # each joins only the cells it applies to, where its own proof is required like any fault's.
     companions: tuple[FaultSpec, ...] = ()
+    native_companions: tuple[FaultSpec, ...] | None = None  # native-v1 / native-v2 cells' instead (None: the same)
+
+    def companions_for(self, fmt: str) -> tuple[FaultSpec, ...]:
+        return self.native_companions if is_native(fmt) and self.native_companions is not None else self.companions
 
     def spec(self, kind: str, fmt: str, seed: int, workload: str = "") -> FaultSpec:
         return FaultSpec(id="f1", kind=kind, at=Trigger(batch=self.batch), for_s=self.for_s, params=self.params(fmt, seed, workload))
@@ -52,6 +56,11 @@ class FaultPlan:
 # a pause to freeze once its sibling has finished, so Spark copies it during the pause. With
 # millisecond tasks there is rarely one (pause-executor fired 1 / 3 without it, issue 24 #19).
 _HOLD = FaultSpec(id="hold", kind="slow-attempt", at=Trigger(batch=2), params={"partition": 0, "ms": 2000, "when": "before"})
+
+# Spark's store has no task points: there the state task of batch 2 is held 2 s in its commit,
+# at its changelog's close (the plug-in's `native.changelog.upload`), and the pause finds it
+# by that delay's firing record (its JVM pid).
+_NATIVE_HOLD = replace(_HOLD, params={"partition": 0, "ms": 2000, "when": "after"})
 
 # Two held attempts: a pass deletes once a snapshot lets an old version go, and snapshots upload
 # asynchronously, so the pass at batch 3 may have nothing to delete yet; the one at batch 4 then has.
@@ -65,6 +74,11 @@ def _restart_params(fmt: str, seed: int, _workload: str) -> dict[str, Any]:
     return {"step": "at-trigger"} if is_native(fmt) else {"step": _DRIVER_STEPS[seed % len(_DRIVER_STEPS)]}
 
 
+def _pause_params(fmt: str, _seed: int, _workload: str) -> dict[str, Any]:
+    """Native tasks start later after the trigger (the map stage, Python workers): wait longer for the held one."""
+    return {"wait_s": 60} if is_native(fmt) else {}
+
+
 def _zombie_params(fmt: str, _seed: int, workload: str) -> dict[str, Any]:
     """bucket-collect on Spark's store: a retry reads the same shuffle blocks, so the zombie must
     outlive its driver and the batch be planned again (`zombie_replan`) for the bucket anomaly."""
@@ -73,7 +87,7 @@ def _zombie_params(fmt: str, _seed: int, workload: str) -> dict[str, Any]:
 
 FAULTS: dict[str, FaultPlan] = {
     "kill-executor": FaultPlan(),
-    "pause-executor": FaultPlan(for_s=8.0, companions=(_HOLD,)),
+    "pause-executor": FaultPlan(for_s=8.0, params=_pause_params, companions=(_HOLD,), native_companions=(_NATIVE_HOLD,)),
     "slow-attempt": FaultPlan(cluster="standalone"),  # speculation: the slow attempt's copy commits too
     "kill-python-worker": FaultPlan(cluster="standalone"),  # the killed attempt is retried (local[2] never retries)
     "restart-driver": FaultPlan(params=_restart_params),
@@ -214,7 +228,7 @@ def _experiment(preset: Preset, kind: str, workload: str, fmt: str, seed: int) -
         cluster=cluster,
         storage=storage,
         seed=seed,
-        faults=[plan.spec(kind, fmt, seed, workload), *(c for c in plan.companions if _why_not(c, fmt, cluster, storage) is None)],
+        faults=[plan.spec(kind, fmt, seed, workload), *(c for c in plan.companions_for(fmt) if _why_not(c, fmt, cluster, storage) is None)],
         **plan.sizes,  # type: ignore[arg-type]
     )
 

@@ -11,14 +11,16 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from statebed_chaos.faults import Fault, FaultContext, FaultSpec, NotApplicable, Trigger, fault_class
-from statebed_chaos.faults.processes import add_term, remove_term
-from statebed_chaos.targets import KINDS, LocalTargets
+from statebed_chaos.faults.processes import add_term, choose_executor, held_in_plugin, remove_term
+from statebed_chaos.targets import KINDS, LocalTargets, Target, Targets
+from statebed_job.procs import ProcessIdentity
 from statebed_model.eventlog import read_event_log
 from statebed_model.rundir import RunDir
 from statebed_store.errors import UsageError
@@ -74,10 +76,18 @@ def events(ctx: FaultContext, *apps: str, edit: Callable[[dict[str, Any]], None]
         (ctx.run.events / name).write_text("\n".join(edited) + "\n")
 
 
-def fire(ctx: FaultContext, point: str, action: str, task: dict[str, int] | None, pid: int = 4242) -> None:
-    """A firing record as a process following the control file writes it."""
+def fire(ctx: FaultContext, point: str, action: str, task: dict[str, int] | None, pid: int = 4242, at: float | None = None) -> None:
+    """A firing record as a process following the control file writes it (at `at`, default now)."""
     ctx.control.directory.mkdir(parents=True, exist_ok=True)
-    rec = {"time": time.time(), "failpoint": point, "action": action, "pid": pid, "host": "127.0.0.2", "task": task, "hit": 1}
+    rec = {
+        "time": time.time() if at is None else at,
+        "failpoint": point,
+        "action": action,
+        "pid": pid,
+        "host": "127.0.0.2",
+        "task": task,
+        "hit": 1,
+    }
     with open(ctx.control.directory / f"fired-{pid}.jsonl", "a") as f:
         f.write(json.dumps(rec) + "\n")
 
@@ -188,6 +198,73 @@ def test_slow_attempt_arms_a_filtered_delay_and_is_proven_by_its_firing(tmp_path
         fault("slow-attempt", when="during")
     with pytest.raises(NotApplicable, match="does not apply to native"):
         f.check("native", "standalone", "local")
+
+
+@pytest.mark.parametrize(("mode", "target"), [("native-v1", {"attempt": 0}), ("native-v2", {})])
+def test_slow_attempt_on_spark_s_store_delays_the_changelog_close(tmp_path: Path, mode: str, target: dict[str, int]) -> None:
+    """Spark's store has no task points: the attempt is held at its changelog's close in its
+    commit. V2 closes it on a pool thread with no task context, so no attempt is named there."""
+    ctx = context(tmp_path, mode=mode)
+    f = fault("slow-attempt", batch=2, partition=1, ms=2000, when="after")
+    f.check(mode, "standalone", "local")
+    f.prepare(ctx)
+    want = {"batch": 2, "partition": 1, **target}
+    term = "[" + ",".join(f"{k}={v}" for k, v in want.items()) + "]1*delay(2000)"
+    assert ctx.control.read()["points"] == {"native.changelog.upload": term}
+    assert f.evidence(ctx).fired is False
+    fire(ctx, "task.commit.after", "delay(2000)", {"batch": 2, "partition": 1, "attempt": 0})  # statebed's point: not this run's
+    fire(ctx, "native.changelog.upload", "delay(2000)", {"batch": 2, "partition": 0, **target})  # another partition
+    assert f.evidence(ctx).fired is False
+    fire(ctx, "native.changelog.upload", "delay(2000)", want)
+    ev = f.evidence(ctx)
+    assert ev.fired is True and ev.proof[0]["firing"]["task"] == want, ev.detail
+    f.heal(ctx)
+    assert ctx.control.read()["points"] == {}
+    with pytest.raises(NotApplicable, match="native: when: after"):
+        fault("slow-attempt", when="before").check(mode, "standalone", "local")
+
+
+class _Executors(Targets):
+    """Executors as `find` reports them (never signalled here)."""
+
+    def __init__(self, *pids: int) -> None:
+        self.executors = [
+            Target("executor", f"executor-{i}", f"127.0.0.{i + 2}", ProcessIdentity(pid, 1, ("java",)), {"executor_id": str(i)})
+            for i, pid in enumerate(pids)
+        ]
+
+    def find(self, kind: str, **filters: Any) -> list[Target]:
+        return [t for t in self.executors if kind == "executor" and t.matches(filters)]
+
+    def kill(self, target: Target, sig: int = 9) -> None:
+        raise AssertionError("no signal in this test")
+
+    def alive(self, target: Target) -> bool:
+        return True
+
+
+def test_a_native_pause_aims_at_the_executor_a_plugin_delay_of_the_batch_holds(tmp_path: Path) -> None:
+    """Native runs record no attempts: the executor is the JVM whose firing record shows it inside
+    a delay (or an unreleased hold) of the trigger batch now; an ended one, another batch's, or a
+    process that is no executor is not aimed at."""
+    ctx = replace(context(tmp_path, mode="native-v2"), targets=_Executors(5001, 5002))
+    pause = fault("pause-executor", batch=2, for_s=8)
+    assert held_in_plugin(ctx, 2) is None
+    fire(ctx, "native.changelog.upload", "delay(60000)", {"batch": 1, "partition": 0}, pid=5001)  # another batch
+    fire(ctx, "native.changelog.upload", "delay(60000)", {"batch": 2, "partition": 0}, pid=4242)  # no executor
+    fire(ctx, "native.changelog.upload", "delay(1000)", {"batch": 2, "partition": 0}, pid=5001, at=time.time() - 2)  # over
+    assert held_in_plugin(ctx, 2) is None
+    _, chosen = choose_executor(ctx, pause.spec, 0, straggler=True)
+    assert chosen["chosen_by"] == "seed" and chosen["why"] == "no executor held in the plug-in at batch 2", chosen
+    fire(ctx, "native.changelog.zombie", "hold(60000)", {"batch": 2, "partition": 1}, pid=5002)
+    executor, chosen = choose_executor(ctx, pause.spec, 0, straggler=True)
+    assert (executor.pid, chosen["chosen_by"], chosen["firing"]["action"]) == (5002, "plugin-hold", "hold(60000)")
+    with open(ctx.control.directory / "fired-5002.jsonl", "a") as out:  # the hold ends
+        out.write(json.dumps({**chosen["firing"], "action": "released", "time": time.time()}) + "\n")
+    assert held_in_plugin(ctx, 2) is None
+    fire(ctx, "native.changelog.upload", "delay(60000)", {"batch": 2, "partition": 0}, pid=5001)
+    executor, chosen = choose_executor(ctx, pause.spec, 0, straggler=True)
+    assert (executor.pid, chosen["chosen_by"]) == (5001, "plugin-hold")
 
 
 def test_faults_on_one_point_compose_and_disarm_only_their_own_term(tmp_path: Path) -> None:

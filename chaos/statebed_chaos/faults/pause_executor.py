@@ -4,7 +4,10 @@ SIGCONT, so Spark launches speculative copies of the tasks frozen on it.
 Aimed at the executor of a straggler: a state task of the trigger batch still running while
 another partition's task has finished (only then can Spark speculate; if the frozen executor
 also serves the shuffle output the other tasks need, none of them finishes during the pause
-and Spark copies nothing), waiting up to `wait_s`; else a seeded choice. Proven from
+and Spark copies nothing), waiting up to `wait_s`; else a seeded choice. Native runs write
+no attempt records: there the target is the executor JVM a JVM plug-in delay or hold of the
+trigger batch holds now (its firing record's pid; the matrix pairs the pause with
+slow-attempt's native delay at a changelog close). Proven from
 Spark's event log: a speculative attempt, launched during the pause, of a task whose
 original attempt was running on the paused executor when the pause began (a copy launched
 after the resume, of a task that ran elsewhere, or whose original started later, is not

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib
 import signal
+import time
 from typing import Any
 
 from statebed_model.attempts import AttemptRecord, read_attempts
@@ -30,6 +31,7 @@ __all__ = [
     "brief",
     "choose_executor",
     "event_log_or_none",
+    "held_in_plugin",
     "injection",
     "remove_term",
     "running_attempts",
@@ -75,17 +77,69 @@ def choose_executor(ctx: FaultContext, spec: FaultSpec, wait_s: float, *, stragg
         a = ctx.rng(spec.id).choice(hits)
         return executors[a.host], a
 
-    # native runs write no attempt records: there is nothing to wait for
-    found = ctx.wait(busy, wait_s) if wait_s > 0 and not is_native(ctx.mode) else busy()
+    if is_native(ctx.mode):  # native runs write no attempt records: the plug-in's records say who is held
+        return _held_or_seeded(ctx, spec, wait_s)
+    found = ctx.wait(busy, wait_s) if wait_s > 0 else busy()
     if isinstance(found, tuple):
         target, a = found
         how = "straggler" if straggler else "running-attempt"
         return target, {"chosen_by": how, "batch": a.batch, "partition": a.partition, "attempt": a.attempt}
+    return _seeded(ctx, spec, found if isinstance(found, str) else f"no state task of batch {batch} seen running")
+
+
+def _held_or_seeded(ctx: FaultContext, spec: FaultSpec, wait_s: float) -> tuple[Target, dict[str, Any]]:
+    """Native: the executor held in the plug-in at the trigger batch (waiting up to `wait_s`
+    while a plug-in point is armed: else nothing can hold one), else a seeded choice."""
+    batch = spec.at.batch
+    armed = any(str(p).startswith("native.") for p in ctx.control.read()["points"])
+
+    def held() -> tuple[Target, dict[str, Any]] | str | None:
+        return held_in_plugin(ctx, batch) or (f"batch {batch} was over" if ctx.batch_committed(batch) else None)
+
+    found = ctx.wait(held, wait_s) if wait_s > 0 and armed else held()
+    if isinstance(found, tuple):
+        return found[0], {"chosen_by": "plugin-hold", "batch": batch, "firing": found[1]}
+    return _seeded(ctx, spec, found if isinstance(found, str) else f"no executor held in the plug-in at batch {batch}")
+
+
+def _seeded(ctx: FaultContext, spec: FaultSpec, why: str) -> tuple[Target, dict[str, Any]]:
+    """A seeded choice among the live executors, made while they are live."""
     executors = sorted(ctx.targets.find("executor"), key=lambda t: t.name)
     if not executors:
         raise NoTarget(f"{spec.kind} {spec.id}: no executor is running")
-    why = found or ("native runs record no attempts" if is_native(ctx.mode) else f"no state task of batch {batch} seen running")
     return ctx.rng(spec.id).choice(executors), {"chosen_by": "seed", "why": why}
+
+
+def held_in_plugin(ctx: FaultContext, batch: int) -> tuple[Target, dict[str, Any]] | None:
+    """An executor JVM that is, now, inside a `delay` or `hold` of a JVM plug-in point for a state
+    file of `batch` (its firing record names the JVM's pid and host; a delay lasts its ms, a hold
+    until its end record): the task writing that file is held there (a companion such as
+    slow-attempt's native delay makes one). The pid is only matched against the executors
+    found now, whose identity `targets` checks again before any signal."""
+    executors = {t.pid: t for t in ctx.targets.find("executor")}  # this machine's processes: one pid each
+    firings = ctx.firings()
+    ended = {(f.get("pid"), f.get("hit"), f.get("failpoint")) for f in firings if f.get("action") in ("released", "hold-timeout")}
+    now = time.time()
+    for f in reversed(firings):
+        action, task = str(f.get("action", "")), f.get("task")
+        if not (str(f.get("failpoint", "")).startswith("native.") and isinstance(task, dict) and task.get("batch") == batch):
+            continue
+        target = executors.get(f.get("pid"))  # type: ignore[arg-type]
+        if target is None:
+            continue
+        if action.startswith("delay(") and float(f.get("time", 0)) + _ms(action) / 1000 > now:
+            return target, f
+        if action.startswith("hold(") and (f.get("pid"), f.get("hit"), f.get("failpoint")) not in ended:
+            return target, f
+    return None
+
+
+def _ms(action: str) -> float:
+    """`delay(2000)` -> 2000.0 (0 when the argument is not a number)."""
+    try:
+        return float(action[action.index("(") + 1 : -1])
+    except ValueError:
+        return 0.0
 
 
 def tree_of(ctx: FaultContext, jvm: Target) -> list[Target]:

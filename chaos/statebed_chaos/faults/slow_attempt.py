@@ -8,6 +8,12 @@ Armed in `prepare` on the run's failpoint control as `[batch=B,partition=P,attem
 Proven by that failpoint's firing record carrying the task context; a speculative attempt
 of that partition in the event log is reported (information, not required).
 
+native-v1 / native-v2 (through the JVM plug-in): Spark's store has no task points, so the
+attempt is held where its commit closes its changelog (`native.changelog.upload`, `when:
+after` only; the task waits for that close). V1 closes it on the task thread (attempt 0
+named); V2 on Spark's checksum pool threads, with no task context: the filter is
+`[batch=B,partition=P]1*`, the first close of (B, P) in each executor JVM.
+
 params: partition (default 0), ms (default 8000), when: after | before (default after).
 """
 
@@ -15,20 +21,24 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
+from statebed_job import jvm_plugin  # noqa: F401  (registers the plug-in's native.* points, so the control file accepts them)
+from statebed_model.native_state import PLUGIN_MODES, is_native, native_format_version
 from statebed_store.errors import UsageError
 
-from .base import Evidence, Fault, FaultContext, FaultSpec
+from .base import Evidence, Fault, FaultContext, FaultSpec, NotApplicable
+from .failpoint_fault import filter_text
 from .processes import add_term, event_log_or_none, remove_term, task_is
 
 __all__ = ["FAULT", "SlowAttempt"]
 
 POINTS = {"after": "task.commit.after", "before": "task.load.after"}
+NATIVE_POINT = "native.changelog.upload"  # Spark's store: the changelog close inside the task's commit
 
 
 class SlowAttempt(Fault):
     kind: ClassVar[str] = "slow-attempt"
     description: ClassVar[str] = "attempt 0 of one state task stays alive but slow, after (or before) its commit"
-    modes: ClassVar[frozenset[str]] = frozenset({"v1", "v2"})  # the task failpoints are statebed's
+    modes: ClassVar[frozenset[str]] = frozenset({"v1", "v2", *PLUGIN_MODES})  # native: through the JVM plug-in
 
     def __init__(self, spec: FaultSpec) -> None:
         super().__init__(spec)
@@ -36,14 +46,33 @@ class SlowAttempt(Fault):
         when = str(p.get("when", "after"))
         if when not in POINTS:
             raise UsageError(f"fault {spec.id} ({spec.kind}): when must be after or before, got {when!r}")
-        self.point = POINTS[when]
+        self.when, self.point = when, POINTS[when]
         self.partition, self.ms = int(p.get("partition", 0)), int(p.get("ms", 8000))
         if self.partition < 0 or self.ms <= 0:
             raise UsageError(f"fault {spec.id} ({spec.kind}): partition must be >= 0 and ms > 0")
-        self.term = f"[batch={spec.at.batch},partition={self.partition},attempt=0]1*delay({self.ms})"
+        self.term = f"{filter_text(self.target('v2'))}1*delay({self.ms})"
         self._armed: str | None = None
 
+    def check(self, mode: str, cluster: str, storage: str) -> None:
+        super().check(mode, cluster, storage)
+        if is_native(mode) and self.when != "after":
+            raise NotApplicable(
+                f"{self.kind} when: {self.when} has no point in Spark's checkpoint I/O (native: when: after, the changelog close)"
+            )
+
+    def target(self, mode: str) -> dict[str, int]:
+        """The held attempt's filter: attempt 0, except where Spark writes off the task thread (native V2)."""
+        where = {"batch": self.spec.at.batch, "partition": self.partition}
+        return where if is_native(mode) and native_format_version(mode) == 2 else {**where, "attempt": 0}
+
+    def _bind(self, ctx: FaultContext) -> None:
+        """A native run: the plug-in's point, and the filter its context can match (idempotent)."""
+        if ctx.mode in PLUGIN_MODES:
+            self.point = NATIVE_POINT
+            self.term = f"{filter_text(self.target(ctx.mode))}1*delay({self.ms})"
+
     def prepare(self, ctx: FaultContext) -> None:
+        self._bind(ctx)
         self._armed = add_term(ctx.control, self.point, self.term)
 
     def inject(self, ctx: FaultContext) -> dict[str, Any]:
@@ -55,12 +84,14 @@ class SlowAttempt(Fault):
             self._armed = None
 
     def evidence(self, ctx: FaultContext) -> Evidence:
+        self._bind(ctx)
         if not ctx.control.path.exists():
             return Evidence(None, f"the run has no failpoint control file ({ctx.control.path}): cannot tell")
-        want = {"batch": self.spec.at.batch, "partition": self.partition, "attempt": 0}
+        want = self.target(ctx.mode)
+        who = f"{'attempt 0' if 'attempt' in want else 'the first close'} of batch {want['batch']} partition {self.partition}"
         fired = [f for f in ctx.firings(self.point) if str(f.get("action", "")).startswith("delay") and task_is(f.get("task"), want)]
         if not fired:
-            return Evidence(False, f"{self.point} never delayed attempt 0 of batch {want['batch']} partition {self.partition}")
+            return Evidence(False, f"{self.point} never delayed {who}")
         proof: list[dict[str, Any]] = [{"firing": fired[0]}]
         log = event_log_or_none(ctx)
         copies = (
@@ -76,7 +107,7 @@ class SlowAttempt(Fault):
             proof.append({"speculative_copies": copies})
         return Evidence(
             True,
-            f"{self.point} delayed attempt 0 of batch {want['batch']} partition {self.partition} by {self.ms} ms "
+            f"{self.point} delayed {who} by {self.ms} ms "
             f"(pid {fired[0].get('pid')} on {fired[0].get('host')}); {len(copies)} speculative cop(ies)",
             proof,
         )
