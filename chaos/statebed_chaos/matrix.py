@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from statebed_model.experimentdir import ExperimentDir
-from statebed_model.native_state import is_native
+from statebed_model.native_state import is_native, native_format_version
 from statebed_store.errors import StatebedError
 from statebed_verify import EXIT_CODES, Verdict
 from statebed_verify.history import read_history
@@ -121,9 +121,14 @@ class MatrixResult:
         controls = self.v1_controls()
         return None if not controls else any(_caught(r) for r in controls)
 
+    def native_v1_controls(self) -> list[CellRun]:
+        """native-v1 cells on a nondeterministic workload: Spark's own V1 store as a control."""
+        return [r for r in self.of("native-v1") if r.cell.workload in NONDETERMINISTIC]
+
     @property
     def native_ok(self) -> bool:
-        return all(r.valid is True for r in self.natives())
+        """Every cell on Spark's store in checkpoint format 2 is valid (native-v1 is a control, like V1)."""
+        return all(r.valid is True for r in self.natives() if native_format_version(r.cell.format) == 2)
 
     @property
     def exit_code(self) -> int:
@@ -148,8 +153,19 @@ class MatrixResult:
                 f"the V1 control was not caught: no V1 cell on {' or '.join(sorted(NONDETERMINISTIC))} was found invalid by a state "
                 f"or lineage anomaly with its faults fired and a valid baseline ({len(controls)} ran{_not_caught(controls)})"
             )
-        if self.strict_native and not self.native_ok:
-            out.append(f"{sum(r.valid is not True for r in self.natives())} native cell(s) not valid (--strict-native)")
+        if self.strict_native:
+            out += self._native_reasons()
+        return out
+
+    def _native_reasons(self) -> list[str]:
+        """--strict-native: every format-2 native cell valid and, when native-v1 controls ran, one caught."""
+        out = []
+        v2 = [r for r in self.natives() if native_format_version(r.cell.format) == 2]
+        if not self.native_ok:
+            out.append(f"{sum(r.valid is not True for r in v2)} of {len(v2)} native V2 cell(s) not valid (--strict-native)")
+        controls = self.native_v1_controls()
+        if controls and not any(_caught(r) for r in controls):
+            out.append(f"no native-v1 control was caught ({len(controls)} ran{_not_caught(controls)}; --strict-native)")
         return out
 
     def failing(self) -> list[CellRun]:

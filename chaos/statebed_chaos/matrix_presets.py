@@ -60,7 +60,7 @@ _HOLD = FaultSpec(id="hold", kind="slow-attempt", at=Trigger(batch=2), params={"
 # Spark's store has no task points: there the state task of batch 2 is held 2 s in its commit,
 # at its changelog's close (the plug-in's `native.changelog.upload`), and the pause finds it
 # by that delay's firing record (its JVM pid).
-_NATIVE_HOLD = replace(_HOLD, params={"partition": 0, "ms": 2000, "when": "after"})
+_NATIVE_HOLD = replace(_HOLD, params={"partition": 0, "ms": 4000, "when": "after"})
 
 # Two held attempts: a pass deletes once a snapshot lets an old version go, and snapshots upload
 # asynchronously, so the pass at batch 3 may have nothing to delete yet; the one at batch 4 then has.

@@ -104,6 +104,8 @@ V1_CONTROL: Key = ("zombie-upload", "sample3", "v1")
 V2_CELL: Key = ("zombie-upload", "sample3", "v2")
 V2_OTHER: Key = ("restart-driver", "count", "v2")
 NATIVE: Key = ("restart-driver", "count", "native")
+NATIVE_V1: Key = ("zombie-upload", "sample3", "native-v1")
+NATIVE_V2: Key = ("zombie-upload", "sample3", "native-v2")
 
 
 # -- presets -------------------------------------------------------------------------------------
@@ -185,6 +187,12 @@ def test_the_zombie_on_sparks_store_outlives_its_driver_for_bucket_collect_only(
         ({V1_CONTROL: False, V2_CELL: True, NATIVE: False}, False, 0),  # native is reported only
         ({V1_CONTROL: False, V2_CELL: True, NATIVE: False}, True, 1),
         ({V1_CONTROL: False, V2_CELL: True, NATIVE: True}, True, 0),
+        # Spark's own V1 is a control, like statebed's: caught is what --strict-native asks of it
+        ({V1_CONTROL: False, V2_CELL: True, NATIVE_V1: False, NATIVE_V2: True}, True, 0),
+        ({V1_CONTROL: False, V2_CELL: True, NATIVE_V1: "unknown", NATIVE_V2: True}, True, 1),
+        ({V1_CONTROL: False, V2_CELL: True, NATIVE_V1: "unknown", NATIVE_V2: True}, False, 0),
+        ({V1_CONTROL: False, V2_CELL: True, NATIVE_V1: False, NATIVE_V2: False}, True, 1),
+        ({V1_CONTROL: False, V2_CELL: True, NATIVE_V2: True}, True, 0),  # no native-v1 cell: nothing to catch
     ],
 )
 def test_exit_rules(tmp_path: Path, verdicts: dict[Key, Any], strict: bool, code: int) -> None:

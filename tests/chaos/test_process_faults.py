@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -246,7 +247,8 @@ class _Executors(Targets):
 def test_a_native_pause_aims_at_the_executor_a_plugin_delay_of_the_batch_holds(tmp_path: Path) -> None:
     """Native runs record no attempts: the executor is the JVM whose firing record shows it inside
     a delay (or an unreleased hold) of the trigger batch now; an ended one, another batch's, or a
-    process that is no executor is not aimed at."""
+    process that is no executor is not aimed at. As a straggler (pause-executor), only once
+    another partition's state of the batch is in Spark's checkpoint: before, Spark can copy nothing."""
     ctx = replace(context(tmp_path, mode="native-v2"), targets=_Executors(5001, 5002))
     pause = fault("pause-executor", batch=2, for_s=8)
     assert held_in_plugin(ctx, 2) is None
@@ -257,13 +259,24 @@ def test_a_native_pause_aims_at_the_executor_a_plugin_delay_of_the_batch_holds(t
     _, chosen = choose_executor(ctx, pause.spec, 0, straggler=True)
     assert chosen["chosen_by"] == "seed" and chosen["why"] == "no executor held in the plug-in at batch 2", chosen
     fire(ctx, "native.changelog.zombie", "hold(60000)", {"batch": 2, "partition": 1}, pid=5002)
-    executor, chosen = choose_executor(ctx, pause.spec, 0, straggler=True)
+    executor, chosen = choose_executor(ctx, pause.spec, 0)
     assert (executor.pid, chosen["chosen_by"], chosen["firing"]["action"]) == (5002, "plugin-hold", "hold(60000)")
+    # a straggler only once another partition's state of batch 2 (version 3) is written
+    sibling = ctx.spark_checkpoint / "state" / "0" / "0"
+    sibling.mkdir(parents=True)
+    (sibling / "2.changelog").write_bytes(b"")  # batch 1's: not this batch
+    (ctx.spark_checkpoint / "state" / "0" / "1").mkdir()
+    (ctx.spark_checkpoint / "state" / "0" / "1" / "3.changelog").write_bytes(b"")  # the held partition's own
+    _, chosen = choose_executor(ctx, pause.spec, 0, straggler=True)
+    assert chosen["chosen_by"] == "seed", chosen
+    (sibling / f"3_{uuid.uuid4()}.changelog").write_bytes(b"")
+    executor, chosen = choose_executor(ctx, pause.spec, 0, straggler=True)
+    assert (executor.pid, chosen["chosen_by"]) == (5002, "plugin-hold"), chosen
     with open(ctx.control.directory / "fired-5002.jsonl", "a") as out:  # the hold ends
         out.write(json.dumps({**chosen["firing"], "action": "released", "time": time.time()}) + "\n")
     assert held_in_plugin(ctx, 2) is None
     fire(ctx, "native.changelog.upload", "delay(60000)", {"batch": 2, "partition": 0}, pid=5001)
-    executor, chosen = choose_executor(ctx, pause.spec, 0, straggler=True)
+    executor, chosen = choose_executor(ctx, pause.spec, 0)
     assert (executor.pid, chosen["chosen_by"]) == (5001, "plugin-hold")
 
 

@@ -14,9 +14,12 @@ from typing import Any
 from statebed_model.attempts import AttemptRecord, read_attempts
 from statebed_model.eventlog import EventLog
 from statebed_model.native_state import is_native
+from statebed_store import open_storage
 from statebed_store.errors import CheckpointFileError, StatebedError
 from statebed_store.failpoint_control import Control
 from statebed_store.failpoints import parse_spec
+from statebed_store.inspection import discover_stores
+from statebed_store.naming import parse_state_file
 
 from ..targets import IdentityMismatch, Target
 from .base import Evidence, FaultContext, FaultSpec
@@ -35,6 +38,7 @@ __all__ = [
     "injection",
     "remove_term",
     "running_attempts",
+    "sibling_written",
     "signal_tree",
     "signalled_and_logged",
     "task_is",
@@ -78,7 +82,7 @@ def choose_executor(ctx: FaultContext, spec: FaultSpec, wait_s: float, *, stragg
         return executors[a.host], a
 
     if is_native(ctx.mode):  # native runs write no attempt records: the plug-in's records say who is held
-        return _held_or_seeded(ctx, spec, wait_s)
+        return _held_or_seeded(ctx, spec, wait_s, straggler)
     found = ctx.wait(busy, wait_s) if wait_s > 0 else busy()
     if isinstance(found, tuple):
         target, a = found
@@ -87,14 +91,18 @@ def choose_executor(ctx: FaultContext, spec: FaultSpec, wait_s: float, *, stragg
     return _seeded(ctx, spec, found if isinstance(found, str) else f"no state task of batch {batch} seen running")
 
 
-def _held_or_seeded(ctx: FaultContext, spec: FaultSpec, wait_s: float) -> tuple[Target, dict[str, Any]]:
+def _held_or_seeded(ctx: FaultContext, spec: FaultSpec, wait_s: float, straggler: bool) -> tuple[Target, dict[str, Any]]:
     """Native: the executor held in the plug-in at the trigger batch (waiting up to `wait_s`
-    while a plug-in point is armed: else nothing can hold one), else a seeded choice."""
+    while a plug-in point is armed: else nothing can hold one), else a seeded choice.
+    `straggler`: only once another partition's state of the batch is written (see choose_executor)."""
     batch = spec.at.batch
     armed = any(str(p).startswith("native.") for p in ctx.control.read()["points"])
 
     def held() -> tuple[Target, dict[str, Any]] | str | None:
-        return held_in_plugin(ctx, batch) or (f"batch {batch} was over" if ctx.batch_committed(batch) else None)
+        found = held_in_plugin(ctx, batch)
+        if found and straggler and not sibling_written(ctx, batch, found[1]["task"].get("partition")):
+            found = None
+        return found or (f"batch {batch} was over" if ctx.batch_committed(batch) else None)
 
     found = ctx.wait(held, wait_s) if wait_s > 0 and armed else held()
     if isinstance(found, tuple):
@@ -132,6 +140,19 @@ def held_in_plugin(ctx: FaultContext, batch: int) -> tuple[Target, dict[str, Any
         if action.startswith("hold(") and (f.get("pid"), f.get("hit"), f.get("failpoint")) not in ended:
             return target, f
     return None
+
+
+def sibling_written(ctx: FaultContext, batch: int, partition: Any) -> bool:
+    """Another partition than `partition` has its state of `batch` (version batch + 1) in
+    Spark's checkpoint: its task has closed its changelog, the end of its commit, so Spark
+    can speculate the held one (with no finished task in the stage it launches no copy)."""
+    storage = open_storage(str(ctx.spark_checkpoint))
+    for store in discover_stores(storage):
+        if store.partition != partition and any(
+            (name := parse_state_file(f.name)) is not None and name.version == batch + 1 for f in storage.list(store.dir)
+        ):
+            return True
+    return False
 
 
 def _ms(action: str) -> float:
