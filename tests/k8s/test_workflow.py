@@ -167,3 +167,18 @@ def test_image_smoke_runs_nightly_in_its_own_job_and_uploads_its_run() -> None:
     assert any("make image-smoke" in r for r in runs) and any("debootstrap" in r and "podman" in r for r in runs)
     (upload,) = [s for s in job["steps"] if "upload-artifact" in str(s.get("uses", ""))]
     assert upload["if"] == "always()"
+
+
+def test_native_cells_run_nightly_on_the_runner_and_count() -> None:
+    """`--quick` holds no native cell (budget): the nightly runs the native V1 control and its V2
+    twin, gated by --strict-native beside statebed's own control, and uploads them whatever happened."""
+    job = DOC["jobs"]["native"]
+    (run,) = [str(s["run"]) for s in job["steps"] if "chaos matrix" in str(s.get("run", ""))]
+    args = run.split()
+    formats = args[args.index("--formats") + 1].split(",")
+    assert {"native-v1", "native-v2", "v1", "v2"} <= set(formats) and "--strict-native" in args
+    assert "zombie-upload" in args[args.index("--faults") + 1].split(",")
+    assert "sample3" in args[args.index("--workloads") + 1].split(",")
+    assert any("openjdk-17-jdk-headless" in str(s.get("run", "")) for s in job["steps"])  # javac: the plug-in
+    (upload,) = [s for s in job["steps"] if "upload-artifact" in str(s.get("uses", ""))]
+    assert upload["if"] == "always()" and job["timeout-minutes"] <= 120

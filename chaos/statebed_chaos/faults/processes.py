@@ -120,7 +120,7 @@ def _seeded(ctx: FaultContext, spec: FaultSpec, why: str) -> tuple[Target, dict[
 
 def held_in_plugin(ctx: FaultContext, batch: int) -> tuple[Target, dict[str, Any]] | None:
     """An executor JVM that is, now, inside a `delay` or `hold` of a JVM plug-in point for a state
-    file of `batch` (its firing record names the JVM's pid and host; a delay lasts its ms, a hold
+    file of `batch` (its firing record names the JVM's pid; a delay lasts its ms, a hold
     until its end record): the task writing that file is held there (a companion such as
     slow-attempt's native delay makes one). The pid is only matched against the executors
     found now, whose identity `targets` checks again before any signal."""

@@ -50,7 +50,7 @@ class SlowAttempt(Fault):
         self.partition, self.ms = int(p.get("partition", 0)), int(p.get("ms", 8000))
         if self.partition < 0 or self.ms <= 0:
             raise UsageError(f"fault {spec.id} ({spec.kind}): partition must be >= 0 and ms > 0")
-        self.term = f"{filter_text(self.target('v2'))}1*delay({self.ms})"
+        self.term = self._term("v2")  # statebed's formats; a native run rebinds it (`_bind`)
         self._armed: str | None = None
 
     def check(self, mode: str, cluster: str, storage: str) -> None:
@@ -68,8 +68,10 @@ class SlowAttempt(Fault):
     def _bind(self, ctx: FaultContext) -> None:
         """A native run: the plug-in's point, and the filter its context can match (idempotent)."""
         if ctx.mode in PLUGIN_MODES:
-            self.point = NATIVE_POINT
-            self.term = f"{filter_text(self.target(ctx.mode))}1*delay({self.ms})"
+            self.point, self.term = NATIVE_POINT, self._term(ctx.mode)
+
+    def _term(self, mode: str) -> str:
+        return f"{filter_text(self.target(mode))}1*delay({self.ms})"
 
     def prepare(self, ctx: FaultContext) -> None:
         self._bind(ctx)
