@@ -43,6 +43,7 @@ def baseline_key(exp: Experiment, seed: int) -> tuple[Any, ...]:
         exp.rows_per_batch,
         exp.keyspace,
         exp.snapshot_interval,
+        tuple(sorted(exp.spark_conf().items())),
         seed,
     )
 

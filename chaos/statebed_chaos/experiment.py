@@ -96,6 +96,12 @@ class Experiment:
     def to_yaml(self) -> str:
         return yaml.safe_dump(self.to_json(), sort_keys=False, default_flow_style=None)
 
+    def spark_conf(self) -> dict[str, str]:
+        """The Spark settings its fault kinds need to be provable (`Fault.spark_conf`), for the
+        faulted run and its baseline alike."""
+        kinds = [s.kind for s in self.faults] + list(self.schedule.kinds if self.schedule is not None else ())
+        return {k: v for kind in dict.fromkeys(kinds) for k, v in fault_class(kind).spark_conf.items()}
+
 
 def _spec_json(s: FaultSpec) -> dict[str, Any]:
     return {"id": s.id, "kind": s.kind, "at": s.at.to_json(), "for_s": s.for_s, "params": dict(s.params)}

@@ -142,6 +142,7 @@ def job_options(exp: Experiment, seed: int, run_dir: Path) -> JobOptions:
         snapshot_interval=exp.snapshot_interval,
         checkpoint=checkpoint,
         seed=seed,
+        extra_conf=exp.spark_conf(),
     )
 
 

@@ -57,9 +57,10 @@ class FaultPlan:
 # millisecond tasks there is rarely one (pause-executor fired 1 / 3 without it, issue 24 #19).
 _HOLD = FaultSpec(id="hold", kind="slow-attempt", at=Trigger(batch=2), params={"partition": 0, "ms": 2000, "when": "before"})
 
-# Spark's store has no task points: there the state task of batch 2 is held 2 s in its commit,
+# Spark's store has no task points: there the state task of batch 2 is held 4 s in its commit,
 # at its changelog's close (the plug-in's `native.changelog.upload`), and the pause finds it
-# by that delay's firing record (its JVM pid).
+# by that delay's firing record (its JVM pid). 4 s: the pause waits for the sibling to write
+# its state first, and the sibling may start late (seen 0.75 s after the delay began).
 _NATIVE_HOLD = replace(_HOLD, params={"partition": 0, "ms": 4000, "when": "after"})
 
 # Two held attempts: a pass deletes once a snapshot lets an old version go, and snapshots upload

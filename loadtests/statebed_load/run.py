@@ -154,6 +154,7 @@ def job_options(opts: LoadOptions, exp: Experiment | None, seed: int, out: Path)
     if exp is not None:
         given = {"workload": exp.workload, "cluster": exp.cluster, "workers": exp.workers, "partitions": exp.partitions}
         given["snapshot_interval"] = exp.snapshot_interval
+        given["extra_conf"] = exp.spark_conf()
         if exp.storage == "s3" and not is_native(opts.format):
             given["checkpoint"] = f"s3://statebed/load-{out.name}-{seed}"
     given |= {"source": "ingest", "landing": str(out / "landing"), "stop_file": str(ExperimentDir(out).load / "stop")}

@@ -27,7 +27,7 @@ from statebed_chaos.experiment import Experiment, load_experiment
 from statebed_chaos.faults import KINDS
 from statebed_chaos.matrix import EXIT_INTERRUPTED, MatrixResult, fault_caused, run_matrix
 from statebed_chaos.matrix_presets import FAULTS, NONDETERMINISTIC, PRESETS, Preset, plan_cells
-from statebed_chaos.runner import ExperimentResult
+from statebed_chaos.runner import ExperimentResult, job_command
 from statebed_cli.commands import chaos_matrix
 from statebed_verify import EXIT_CODES
 
@@ -155,6 +155,23 @@ def test_pause_executor_cells_carry_a_hold_for_the_pause_to_freeze(tmp_path: Pat
         assert hold.params["when"] == ("after" if native else "before") and hold.params["ms"] >= 1000
         (tmp_path / "cell.yaml").write_text(c.experiment.to_yaml())
         assert load_experiment(tmp_path / "cell.yaml").faults == c.experiment.faults  # a valid experiment file
+
+
+def test_a_pause_cell_and_its_baseline_run_with_the_speculation_floor_the_pause_needs(tmp_path: Path) -> None:
+    """Spark copied a task slow for other reasons 14 ms before a pause began (native-v2, under
+    load), and nothing proved the pause: a pause cell's runs (its baseline too) start no copy
+    before a task ran 6 s, so the copy is the pause's doing. Other cells keep Spark's settings,
+    and so never share a baseline with a pause cell."""
+    (pause,) = plan_cells(PRESETS["full"], 1, faults=["pause-executor"], workloads=["sample3"], formats=["native-v2"])[0]
+    (slow,) = plan_cells(PRESETS["full"], 1, faults=["slow-attempt"], workloads=["sample3"], formats=["native-v2"])[0]
+    assert pause.experiment.spark_conf() == {"spark.speculation.minTaskRuntime": "6s"}
+    assert slow.experiment.spark_conf() == {}
+    run = tmp_path / "r"
+    argv = job_command(pause.experiment, 1, run)
+    assert argv[argv.index("--conf") + 1] == "spark.speculation.minTaskRuntime=6s"
+    assert "--conf" not in job_command(slow.experiment, 1, run)
+    assert baseline_key(pause.experiment, 1) != baseline_key(slow.experiment, 1)
+    assert baseline_key(pause.experiment, 1)[:-2] == baseline_key(slow.experiment, 1)[:-2]  # the same sizes otherwise
 
 
 def test_restart_driver_walks_the_protocol_steps_by_seed() -> None:

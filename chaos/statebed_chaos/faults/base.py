@@ -143,6 +143,8 @@ class Fault(ABC):
     modes: ClassVar[frozenset[str]] = frozenset({"v1", "v2", *NATIVE_MODES})  # formats it applies to
     needs: ClassVar[frozenset[str]] = frozenset()  # "standalone" (speculation), "s3-proxy" (network faults)
     restarts_driver: bool = False  # the driver is expected to die: the runner restarts it with --resume (a kind, or one fault's params)
+    # Spark settings a run needs for this fault to be provable; its baseline runs with them too.
+    spark_conf: ClassVar[dict[str, str]] = {}
 
     def __init__(self, spec: FaultSpec) -> None:
         self.spec = spec
