@@ -39,7 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import benchlib
 
 from statebed_model.rundir import RunDir
-from statebed_store.naming import SST_DIR
+from statebed_store.naming import COMMITS_DIR, SST_DIR
 
 NAME = "soak"
 GOAL = 1.1
@@ -101,22 +101,24 @@ class Watcher(threading.Thread):
         super().__init__(name="soak-watcher", daemon=True)
         self.listing, self.poll_s = listing, poll_s
         self.samples: list[dict[str, Any]] = []
+        self.final: dict[str, Any] | None = None  # the listing after the run ended
         self.errors = 0
         self.done = threading.Event()
 
     def run(self) -> None:
         while not self.done.wait(self.poll_s):
             self.poll()
-        self.poll()
+        self.final = self.poll()
 
-    def poll(self) -> None:
+    def poll(self) -> dict[str, Any] | None:
         try:
             s = sample(self.listing())
         except Exception:  # the bucket or directory may not exist yet; counted, never fatal
             self.errors += 1
-            return
+            return None
         if s["batch"] is not None and (not self.samples or s["batch"] > self.samples[-1]["batch"]):
             self.samples.append(s)
+        return s
 
 
 @contextlib.contextmanager
@@ -172,6 +174,7 @@ def run_soak(args: argparse.Namespace, env: benchlib.Env, sizes: dict[str, Any])
         "batches": summary["batches"],
         "samples": watcher.samples,
         "watch_errors": watcher.errors,
+        "final": watcher.final,
         "passes": RunDir(run_dir).maintenance(),
         "grace_held": held,
     }
@@ -232,10 +235,11 @@ def growth(series: dict[int, int], ref: int, cycle: int) -> dict[str, Any]:
 
 
 def kept_series(passes: list[dict[str, Any]], key: str) -> dict[int, int]:
-    """Per latest batch: the sum over stores of what each kept after its pass (the last pass at that batch)."""
+    """Per latest batch: the sum over state stores of what each kept after its pass (the last pass
+    at that batch); the commit log's trim rows are not a state store's."""
     per: dict[int, dict[str, int]] = {}
     for r in passes:
-        if r.get("error") is None and key in r:
+        if r.get("error") is None and key in r and r.get("store") != COMMITS_DIR:
             per.setdefault(r["latest_batch"], {})[r["store"]] = r[key]
     return {b: sum(v.values()) for b, v in sorted(per.items())}
 
@@ -348,6 +352,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         res = run_soak(args, env, sizes)
         report(rep, res, args, snap)
         rep.metrics.update(valid=res["valid"], wall_s=res["wall_s"], samples=len(res["samples"]), watch_errors=res["watch_errors"])
+        rep.metrics.update(final_state_objects=(res["final"] or {}).get("state_objects"))
         rep.metrics.update(run_dir=res["run_dir"] if args.keep else None, maintenance_rows=len(res["passes"]), grace_held=res["grace_held"])
         rep.notes.append(
             f"at the end, a cleanup with --sst-grace 0 would also delete: {res['grace_held']} "
