@@ -107,9 +107,14 @@ class MatrixResult:
         """Cells on Spark's own store (native-v1, native-v2, native)."""
         return [r for r in self.runs if is_native(r.cell.format)]
 
-    def v1_controls(self) -> list[CellRun]:
-        """V1 cells whose workload makes V1's anomalies visible (random choices per attempt)."""
-        return [r for r in self.of("v1") if r.cell.workload in NONDETERMINISTIC]
+    def v1_controls(self, fmt: str = "v1") -> list[CellRun]:
+        """V1 cells (statebed's, or `native-v1`: Spark's own) whose workload makes V1's anomalies
+        visible (random choices per attempt)."""
+        return [r for r in self.of(fmt) if r.cell.workload in NONDETERMINISTIC]
+
+    def native_v2(self) -> list[CellRun]:
+        """Cells on Spark's store in checkpoint format 2 (`native-v2`, `native`)."""
+        return [r for r in self.natives() if native_format_version(r.cell.format) == 2]
 
     @property
     def v2_all_valid(self) -> bool:
@@ -121,14 +126,10 @@ class MatrixResult:
         controls = self.v1_controls()
         return None if not controls else any(_caught(r) for r in controls)
 
-    def native_v1_controls(self) -> list[CellRun]:
-        """native-v1 cells on a nondeterministic workload: Spark's own V1 store as a control."""
-        return [r for r in self.of("native-v1") if r.cell.workload in NONDETERMINISTIC]
-
     @property
     def native_ok(self) -> bool:
         """Every cell on Spark's store in checkpoint format 2 is valid (native-v1 is a control, like V1)."""
-        return all(r.valid is True for r in self.natives() if native_format_version(r.cell.format) == 2)
+        return all(r.valid is True for r in self.native_v2())
 
     @property
     def exit_code(self) -> int:
@@ -160,10 +161,10 @@ class MatrixResult:
     def _native_reasons(self) -> list[str]:
         """--strict-native: every format-2 native cell valid and, when native-v1 controls ran, one caught."""
         out = []
-        v2 = [r for r in self.natives() if native_format_version(r.cell.format) == 2]
+        v2 = self.native_v2()
         if not self.native_ok:
             out.append(f"{sum(r.valid is not True for r in v2)} of {len(v2)} native V2 cell(s) not valid (--strict-native)")
-        controls = self.native_v1_controls()
+        controls = self.v1_controls("native-v1")
         if controls and not any(_caught(r) for r in controls):
             out.append(f"no native-v1 control was caught ({len(controls)} ran{_not_caught(controls)}; --strict-native)")
         return out

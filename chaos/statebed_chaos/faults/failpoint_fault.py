@@ -10,13 +10,13 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from statebed_job import jvm_plugin  # noqa: F401  (registers the plug-in's native.* points, so the control file accepts them)
-from statebed_model.native_state import PLUGIN_MODES, is_native
+from statebed_model.native_state import PLUGIN_MODES, is_native, native_format_version
 from statebed_store.errors import UsageError
 
 from .base import Evidence, Fault, FaultContext, FaultSpec, NotApplicable
 from .processes import add_term, remove_term, task_is
 
-__all__ = ["FailpointFault", "filter_text", "matching", "positive", "term_target"]
+__all__ = ["FailpointFault", "attempt0_filter", "filter_text", "matching", "positive", "term_target"]
 
 
 def positive(spec: FaultSpec, name: str, default: int | None, *, zero_ok: bool = False) -> int | None:
@@ -33,6 +33,12 @@ def positive(spec: FaultSpec, name: str, default: int | None, *, zero_ok: bool =
 def filter_text(target: dict[str, int]) -> str:
     """`{batch: 3, partition: 1}` as the term prefix `[batch=3,partition=1]` ('' for no filter)."""
     return "" if not target else "[" + ",".join(f"{k}={v}" for k, v in target.items()) + "]"
+
+
+def attempt0_filter(where: dict[str, int], mode: str) -> dict[str, int]:
+    """`where` plus attempt 0, except in native V2 runs: Spark closes V2's state files on its
+    checksum pool threads, which carry no task context, so no attempt can be named there."""
+    return where if is_native(mode) and native_format_version(mode) == 2 else {**where, "attempt": 0}
 
 
 def term_target(spec: FaultSpec, *, batch: bool, attempt: int | None) -> dict[str, int]:

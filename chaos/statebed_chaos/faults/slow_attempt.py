@@ -22,11 +22,11 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from statebed_job import jvm_plugin  # noqa: F401  (registers the plug-in's native.* points, so the control file accepts them)
-from statebed_model.native_state import PLUGIN_MODES, is_native, native_format_version
+from statebed_model.native_state import PLUGIN_MODES, is_native
 from statebed_store.errors import UsageError
 
 from .base import Evidence, Fault, FaultContext, FaultSpec, NotApplicable
-from .failpoint_fault import filter_text
+from .failpoint_fault import attempt0_filter, filter_text
 from .processes import add_term, event_log_or_none, remove_term, task_is
 
 __all__ = ["FAULT", "SlowAttempt"]
@@ -62,8 +62,7 @@ class SlowAttempt(Fault):
 
     def target(self, mode: str) -> dict[str, int]:
         """The held attempt's filter: attempt 0, except where Spark writes off the task thread (native V2)."""
-        where = {"batch": self.spec.at.batch, "partition": self.partition}
-        return where if is_native(mode) and native_format_version(mode) == 2 else {**where, "attempt": 0}
+        return attempt0_filter({"batch": self.spec.at.batch, "partition": self.partition}, mode)
 
     def _bind(self, ctx: FaultContext) -> None:
         """A native run: the plug-in's point, and the filter its context can match (idempotent)."""

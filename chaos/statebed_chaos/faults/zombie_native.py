@@ -37,10 +37,9 @@ from __future__ import annotations
 from typing import Any
 
 from statebed_model.eventlog import EventLog
-from statebed_model.native_state import native_format_version
 
 from .base import Evidence, FaultContext, NotApplicable
-from .failpoint_fault import filter_text, matching
+from .failpoint_fault import attempt0_filter, filter_text, matching
 from .processes import add_term, event_log_or_none, remove_term, task_is
 
 __all__ = ["COMMIT_MARK", "SNAPSHOT_ZOMBIE", "ZOMBIE", "NativeZombie"]
@@ -72,8 +71,7 @@ class NativeZombie:
         """The zombie's filter: V1's changelogs and forced zips are closed on the task thread (attempt
         0 named); V2's on Spark's checksum pool threads, with no task context: the first close of
         (B, P), the term disarmed once it held (`inject`), so the retry passes on any executor."""
-        where = {"batch": self.batch, "partition": self.partition}
-        return {**where, "attempt": 0} if native_format_version(mode) == 1 else where
+        return attempt0_filter({"batch": self.batch, "partition": self.partition}, mode)
 
     def terms(self, mode: str) -> list[tuple[str, str]]:
         return [
