@@ -97,10 +97,14 @@ class Experiment:
         return yaml.safe_dump(self.to_json(), sort_keys=False, default_flow_style=None)
 
     def spark_conf(self) -> dict[str, str]:
-        """The Spark settings its fault kinds need to be provable (`Fault.spark_conf`), for the
-        faulted run and its baseline alike."""
-        kinds = [s.kind for s in self.faults] + list(self.schedule.kinds if self.schedule is not None else ())
-        return {k: v for kind in dict.fromkeys(kinds) for k, v in fault_class(kind).spark_conf.items()}
+        """The Spark settings its faults need to be provable (`Fault.spark_conf`, and `run_conf` for
+        their params in this format; a scheduled kind with its default params), for the faulted
+        run and its baseline alike."""
+        specs = [*self.faults, *(FaultSpec("schedule", k) for k in (self.schedule.kinds if self.schedule is not None else ()))]
+        conf = {k: v for kind in dict.fromkeys(s.kind for s in specs) for k, v in fault_class(kind).spark_conf.items()}
+        for spec in specs:
+            conf.update(fault_class(spec.kind)(spec).run_conf(self.format))
+        return conf
 
 
 def _spec_json(s: FaultSpec) -> dict[str, Any]:

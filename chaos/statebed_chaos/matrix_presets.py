@@ -40,6 +40,7 @@ class FaultPlan:
     params: Callable[[str, int, str], dict[str, Any]] = lambda _format, _seed, _workload: {}  # (format, seed, workload) -> params
     cluster: str | None = None  # None: standalone when the fault needs it, else the preset's
     sizes: dict[str, int] = field(default_factory=dict)  # overrides of the preset's sizes for this fault
+    native_sizes: dict[str, int] | None = None  # native-v1 / native-v2 cells' instead (None: the same)
     # Faults scheduled with it to give it a target, not under test (the cell's first fault is):
     # each joins only the cells it applies to, where its own proof is required like any fault's.
     companions: tuple[FaultSpec, ...] = ()
@@ -47,6 +48,9 @@ class FaultPlan:
 
     def companions_for(self, fmt: str) -> tuple[FaultSpec, ...]:
         return self.native_companions if is_native(fmt) and self.native_companions is not None else self.companions
+
+    def sizes_for(self, fmt: str) -> dict[str, int]:
+        return self.native_sizes if is_native(fmt) and self.native_sizes is not None else self.sizes
 
     def spec(self, kind: str, fmt: str, seed: int, workload: str = "") -> FaultSpec:
         return FaultSpec(id="f1", kind=kind, at=Trigger(batch=self.batch), for_s=self.for_s, params=self.params(fmt, seed, workload))
@@ -69,6 +73,11 @@ _CLEANUP_HOLDS = tuple(
     FaultSpec(id=f"hold{b}", kind="slow-attempt", at=Trigger(batch=b), params={"partition": 0, "ms": 3000, "when": "before"})
     for b in (4, 5)
 )
+# Spark's store: its maintenance deletes a version once a newer snapshot lets it go, and it
+# uploads snapshots itself, after the commit: a snapshot of every version (interval 1) gives
+# deletes from batch 3 on, while the held attempts of batches 4 and 5 (at their changelog
+# close, the plug-in's only task point) are still writing.
+_NATIVE_CLEANUP_HOLDS = tuple(replace(h, params={"partition": 0, "ms": 3000, "when": "after"}) for h in _CLEANUP_HOLDS)
 
 
 def _restart_params(fmt: str, seed: int, _workload: str) -> dict[str, Any]:
@@ -107,7 +116,9 @@ FAULTS: dict[str, FaultPlan] = {
     "storage-outage": FaultPlan(for_s=3.0),
     "storage-reset": FaultPlan(for_s=3.0),
     # maintenance after every commit (retain 2) racing the held attempts of batches 4 and 5
-    "cleanup-race": FaultPlan(batch=1, companions=_CLEANUP_HOLDS),
+    "cleanup-race": FaultPlan(
+        batch=1, companions=_CLEANUP_HOLDS, native_companions=_NATIVE_CLEANUP_HOLDS, native_sizes={"snapshot_interval": 1}
+    ),
 }
 
 
@@ -230,7 +241,7 @@ def _experiment(preset: Preset, kind: str, workload: str, fmt: str, seed: int) -
         storage=storage,
         seed=seed,
         faults=[plan.spec(kind, fmt, seed, workload), *(c for c in plan.companions_for(fmt) if _why_not(c, fmt, cluster, storage) is None)],
-        **plan.sizes,  # type: ignore[arg-type]
+        **plan.sizes_for(fmt),  # type: ignore[arg-type]
     )
 
 

@@ -54,6 +54,10 @@ POINTS = {
     "native.offsetlog.write": f"native: offsets/<batch> on the driver, {_CLOSE}",
     "native.changelog.zombie": f"native: a state changelog, {_ZOMBIE}",
     "native.snapshot.zombie": f"native: a state snapshot zip, {_ZOMBIE}",
+    "native.cleanup.delete": (
+        "native: a state file (changelog, zip, SST) Spark's maintenance deletes, before the delete "
+        "(drop: the file stays; error: the delete fails, as Spark's maintenance sees a failed delete)"
+    ),
 }
 for _name, _doc in POINTS.items():
     failpoints.register(_name, _doc)

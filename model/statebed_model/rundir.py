@@ -245,13 +245,22 @@ class RunDir:
 
     def committed_batches(self, info: RunInfo, checkpoint: Storage | None = None) -> list[int]:
         """Every committed batch: the commit log's entries, and the batches below them its
-        maintenance trimmed (batch ids start at 0; a hole above the trim stays a hole)."""
+        maintenance trimmed, or Spark purged (`purged_below`); batch ids start at 0, and a hole
+        above the trim stays a hole."""
         ids = CommitLog(checkpoint or open_storage(self.checkpoint_location(info), self.s3)).batch_ids()
         below = self.trimmed_below()
         if below and (not ids or below > ids[-1]):  # a trim always keeps the newest entry
             newest = f"its newest entry, batch {ids[-1]}" if ids else "no entry"
             raise CorruptFileError(self.display(MAINTENANCE_LOG), f"a trim below batch {below}, but the commit log holds {newest}")
+        below = max(below, self.purged_below(info, ids))
         return sorted(set(range(below)) | set(ids)) if below else ids
+
+    @staticmethod
+    def purged_below(info: RunInfo, ids: list[int]) -> int:
+        """In a native run the commit log is Spark's: Spark commits batches in order and purges its
+        log only below its `minBatchesToRetain` window, so a first entry k means batches 0..k-1
+        committed and purged (0: nothing purged, or not Spark's log)."""
+        return ids[0] if ids and info.mode.startswith("native") else 0
 
     def maintenance(self) -> list[dict[str, Any]]:
         """Every maintenance record so far ([] before the first pass)."""

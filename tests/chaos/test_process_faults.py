@@ -77,10 +77,13 @@ def events(ctx: FaultContext, *apps: str, edit: Callable[[dict[str, Any]], None]
         (ctx.run.events / name).write_text("\n".join(edited) + "\n")
 
 
-def fire(ctx: FaultContext, point: str, action: str, task: dict[str, int] | None, pid: int = 4242, at: float | None = None) -> None:
-    """A firing record as a process following the control file writes it (at `at`, default now)."""
+def fire(
+    ctx: FaultContext, point: str, action: str, task: dict[str, int] | None, pid: int = 4242, at: float | None = None, **extra: Any
+) -> None:
+    """A firing record as a process following the control file writes it (at `at`, default now; `extra` fields, e.g. the plug-in's `file`)."""
     ctx.control.directory.mkdir(parents=True, exist_ok=True)
     rec = {
+        **extra,
         "time": time.time() if at is None else at,
         "failpoint": point,
         "action": action,

@@ -177,3 +177,42 @@ def test_delayed_close_lands_a_v1_changelog_after_newer_commits(bed: Bed) -> Non
     records = bed.firings("native.changelog.zombie")
     assert [r["action"] for r in records] == ["hold(300000)", "zombie-parked", "released", "zombie-landed"]
     assert Path(records[1]["copy"]).read_bytes() == changelog.read_bytes()  # the parked copy is the whole file that landed
+
+
+def test_a_state_files_delete_passes_the_cleanup_point_and_a_logs_purge_does_not(bed: Bed) -> None:
+    """The manager Spark's maintenance deletes through (the JVM's own instance, called directly, so
+    each action is seen on one file): drop keeps the file, error fails the delete and keeps it,
+    delay deletes it after the record; the driver's log purge passes through unrecorded."""
+    jvm = bed.spark.sparkContext._jvm
+    store = bed.root / "direct" / "state" / "0" / "1"
+    store.mkdir(parents=True)
+    commits = bed.root / "direct" / "commits"
+    commits.mkdir()
+    conf = bed.spark.sparkContext._jsc.hadoopConfiguration()
+    manager = jvm.statebed.FailpointCheckpointFileManager(jvm.org.apache.hadoop.fs.Path(f"file:{bed.root / 'direct'}"), conf)
+
+    def delete(path: Path) -> None:
+        manager.delete(jvm.org.apache.hadoop.fs.Path(f"file:{path}"))
+
+    changelog, entry = store / "3.changelog", commits / "2"
+    for f in (changelog, entry):
+        f.write_bytes(b"x")
+    bed.control.arm("native.cleanup.delete=1*drop->1*error->delay(1)")
+    try:
+        deadline = time.monotonic() + 60
+        while not jvm.statebed.Failpoints.armed("native.cleanup.delete"):  # the JVM re-reads the control file every 100 ms
+            assert time.monotonic() < deadline, "the JVM never saw the armed point"
+            time.sleep(0.05)
+        delete(changelog)
+        assert changelog.is_file()  # dropped: the file stays
+        with pytest.raises(Exception, match="failpoint native.cleanup.delete fired"):
+            delete(changelog)
+        assert changelog.is_file()  # the delete failed
+        delete(changelog)
+        delete(entry)
+    finally:
+        bed.control.disarm()
+    assert not changelog.exists() and not entry.exists()
+    records = bed.firings("native.cleanup.delete")
+    assert [r["action"] for r in records] == ["drop", "error", "delay(1)"], records  # the log's purge: no record
+    assert all(r["file"] == f"file:{changelog}" and r["task"] == {"batch": 2, "partition": 1} for r in records), records

@@ -5,6 +5,7 @@ versions loadable, deletes the rest, records each pass, and never raises."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pyarrow as pa
@@ -45,8 +46,8 @@ def racing(job: InProcessJob) -> object:
     return schedule
 
 
-def job_with_history(tmp_path: Path, batches: int = BATCHES) -> InProcessJob:
-    opts = JobOptions(workload="count", batches=batches, partitions=2, rows_per_batch=300, keyspace=50, snapshot_interval=4, seed=3)
+def job_with_history(tmp_path: Path, batches: int = BATCHES, workload: str = "count") -> InProcessJob:
+    opts = JobOptions(workload=workload, batches=batches, partitions=2, rows_per_batch=300, keyspace=50, snapshot_interval=4, seed=3)
     job = InProcessJob(tmp_path / "run", opts)
     for b in range(batches):
         job.batch(b, schedule=racing(job))  # type: ignore[arg-type]
@@ -78,10 +79,11 @@ def test_a_pass_keeps_the_retained_range_and_deletes_the_rest(tmp_path: Path) ->
     assert m.passes == 1 and m.failures == 0
 
 
-def test_the_jobs_pass_trims_the_commit_log_below_the_retained_window_once_recorded(tmp_path: Path) -> None:
+@pytest.mark.parametrize("workload", ["count", "sample3"])  # sample3: every committed version is judged, a trimmed one noted
+def test_the_jobs_pass_trims_the_commit_log_below_the_retained_window_once_recorded(tmp_path: Path, workload: str) -> None:
     """Spark keeps `minBatchesToRetain` log entries; statebed's job too. The trim's row is recorded
     before the delete, so the verifiers still count every trimmed batch as committed."""
-    job = job_with_history(tmp_path)
+    job = job_with_history(tmp_path, workload=workload)
     rows: list[PassRecord] = []
     entries_when_recorded: list[list[int]] = []
 
@@ -105,6 +107,8 @@ def test_the_jobs_pass_trims_the_commit_log_below_the_retained_window_once_recor
     state = verify_state(job.run)
     assert state.valid is True, state.anomalies
     assert any("trimmed by the run's maintenance" in n for n in state.notes)
+    if workload == "sample3":
+        assert any("batch 0 does not load" in n and "no commit-log entry" in n for n in state.notes), state.notes
     m.committed(BATCHES)  # a latest batch the log does not hold: no trim anchored on it
     assert [r.store for r in m.run_pass()] == ["state/0/0", "state/0/1"]
     assert CommitLog(job.storage).batch_ids() == list(range(below, BATCHES))
@@ -152,6 +156,19 @@ def test_only_a_recorded_trim_without_error_counts(tmp_path: Path) -> None:
         match=r"maintenance.jsonl.*a trim below batch 1000000000000000, but the commit log holds its newest entry, batch 2",
     ):
         job.run.committed_batches(job.run.read_info())
+
+
+def test_a_native_runs_log_that_spark_purged_counts_the_batches_below_its_first_entry(tmp_path: Path) -> None:
+    """Spark purges its commit log below minBatchesToRetain: in a native run a first entry k means 0..k-1 committed;
+    in statebed's runs only a recorded trim counts, never a log that merely starts late."""
+    job = job_with_history(tmp_path, batches=5)
+    log = CommitLog(job.storage)
+    job.storage.delete([log.path(b) for b in (0, 1, 2)])  # as Spark's purge leaves it
+    info = job.run.read_info()
+    assert job.run.committed_batches(info) == [3, 4]  # statebed's log: a hole is a hole
+    native = replace(info, mode="native-v2")
+    assert job.run.committed_batches(native) == [0, 1, 2, 3, 4]
+    assert job.run.purged_below(native, [3, 4]) == 3 and job.run.purged_below(native, []) == 0
 
 
 def test_losing_attempts_files_are_gone_after_a_pass(tmp_path: Path) -> None:

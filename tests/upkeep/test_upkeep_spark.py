@@ -1,5 +1,6 @@
 """Upkeep on real Spark 4.3: maintenance inside `statebed run`, `statebed cleanup --delete-orphans`
-on Spark's own checkpoint followed by a restart, and the cleanup-race fault on V2."""
+on Spark's own checkpoint followed by a restart, and the cleanup-race fault on V2, statebed's and
+Spark's own (native-v2: Spark's maintenance, its deletes recorded by the JVM plug-in)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from checkpoint_helpers import tree_hash
 sys.path.insert(0, str(Path(__file__).parents[1] / "job"))
 from spark_runs import statebed, summary
 
-from statebed_chaos.experiment import parse_experiment
+from statebed_chaos.experiment import load_experiment, parse_experiment
 from statebed_chaos.runner import run_experiment
 from statebed_model.rundir import RunDir
 from statebed_store import open_storage
@@ -118,3 +119,22 @@ def test_cleanup_race_fires_and_v2_stays_valid(tmp_path: Path) -> None:
     doc = rebuildability(open_storage(faulted[0] / "checkpoint"))
     low = doc["rebuildable"][0][0]
     assert doc["rebuildable"] == [[low, 5]] and 0 < low <= 4  # the retained range (batches 4, 5) and no more history
+
+
+def test_cleanup_race_on_sparks_store_fires_and_native_v2_stays_valid(tmp_path: Path) -> None:
+    exp = load_experiment(Path(__file__).parents[2] / "examples" / "experiments" / "cleanup-race-count-native-v2.yaml")
+    res = run_experiment(exp, out_dir=tmp_path / "out", progress=False)
+    race, *holds = res.faults
+    assert all(h["fired"] is True for h in holds), holds
+    assert race["fired"] is True, race
+    delete = race["proof"][0]["delete"]
+    assert delete["failpoint"] == "native.cleanup.delete" and "/spark-checkpoint/state/" in delete["file"], delete
+    assert (res.valid, res.exit_code) == (True, 0), (res.reasons, res.anomalies)
+    faulted = tmp_path / "out" / "faulted"
+    entries = sorted(int(p.name) for p in (faulted / "spark-checkpoint" / "commits").iterdir() if p.name.isdigit())
+    assert entries[-1] == 5 and 0 < entries[0] <= 3, entries  # Spark purged its log below its window (asynchronously)
+    state = ok_json("verify", "state", str(faulted))
+    purged = f"batches 0..{entries[0] - 1}: committed, their entries purged"
+    assert state["checked"]["batches"] == 6 and any(n.startswith(purged) for n in state["notes"]), state  # still judged
+    (low, high), *rest = ok_json("ls", str(faulted / "spark-checkpoint"), "--rebuildable")["rebuildable"]
+    assert not rest and high == 5 and 0 < low <= 4  # minBatchesToRetain = 2: the retained range loads, the oldest history is gone

@@ -124,6 +124,8 @@ def verify_state(run_dir: str | os.PathLike[str] | RunDir, s3: S3Settings | None
     notes = list(truth.notes)
     if below := run.trimmed_below():
         notes.append(f"batches 0..{below - 1}: committed, their commit-log entries trimmed by the run's maintenance ({MAINTENANCE_LOG})")
+    if purged := run.purged_below(info, CommitLog(storage).batch_ids()):
+        notes.append(f"batches 0..{purged - 1}: committed, their entries purged from Spark's commit log (minBatchesToRetain)")
     for b, why in truth.unknown.items():
         anomalies.append(_anomaly("missing-input", f"batch {b} is committed but its records are unknown: {why}", batches=[b]))
     if truth.unknown:
@@ -268,7 +270,9 @@ def _raw_state(storage: Storage, info: RunInfo, partition: int, committed: list[
     if not committed:
         return CheckpointRef(0), []
     rec = CommitLog(storage).read(committed[-1])
-    assert rec is not None
+    if rec is None:  # a batch below the log's first entry: trimmed by maintenance or purged by Spark
+        name = storage.display(CommitLog.path(committed[-1]))
+        raise MissingFileError(name, "no commit-log entry (trimmed below the retained window): its (version, id) is unknown")
     ref = CheckpointRef(rec.version, rec.id_for(OPERATOR, partition))
     if (info.mode == "v2" or (is_native(info.mode) and native_format_version(info.mode) == 2)) and ref.id is None:
         raise UsageError(f"the commit log of batch {rec.batch_id} records no id for partition {partition}")

@@ -149,6 +149,10 @@ class Fault(ABC):
     def __init__(self, spec: FaultSpec) -> None:
         self.spec = spec
 
+    def run_conf(self, mode: str) -> dict[str, str]:
+        """Spark settings this fault's params need in a `mode` run (its baseline too), beyond `spark_conf`. Default: none."""
+        return {}
+
     def check(self, mode: str, cluster: str, storage: str) -> None:
         """Raise NotApplicable (one line, naming the reason) when this fault cannot run here."""
         if mode not in self.modes:

@@ -13,6 +13,10 @@ Each pass is recorded in `<run>/faults/<id>-maintenance.jsonl`.
 Each pass waits until an attempt of the next batch has started and not ended (its record in
 `<run>/attempts/`), so it races that attempt; the matrix pairs it with slow-attempts that hold
 one attempt of batches 4 and 5 for seconds. params: retain (default 2), sst_grace_s (default 600: the store's own).
+
+native-v1 / native-v2: Spark's own maintenance races instead, with `retain` as its
+`minBatchesToRetain` and each delete recorded by the JVM plug-in (`cleanup_native`);
+params: retain, delete_delay_ms (default 200).
 """
 
 from __future__ import annotations
@@ -25,10 +29,13 @@ from typing import Any, ClassVar
 from statebed_job.maintenance import Maintenance, PassRecord
 from statebed_model.attempts import read_attempts
 from statebed_model.eventlog import TaskAttempt
+from statebed_model.native_state import PLUGIN_MODES
 from statebed_store import CommitLog, open_storage
 from statebed_store.errors import StatebedError, UsageError
 
 from .base import Evidence, Fault, FaultContext, FaultSpec
+from .cleanup_native import NativeCleanupRace, alive, attempt_json
+from .failpoint_fault import positive
 from .processes import event_log_or_none
 
 __all__ = ["FAULT", "CleanupRace"]
@@ -37,7 +44,7 @@ __all__ = ["FAULT", "CleanupRace"]
 class CleanupRace(Fault):
     kind: ClassVar[str] = "cleanup-race"
     description: ClassVar[str] = "maintenance after every committed batch, small retention, while attempts race"
-    modes: ClassVar[frozenset[str]] = frozenset({"v1", "v2"})  # native: Spark runs its own maintenance
+    modes: ClassVar[frozenset[str]] = frozenset({"v1", "v2", *PLUGIN_MODES})  # native: Spark's own maintenance races
 
     def __init__(self, spec: FaultSpec) -> None:
         super().__init__(spec)
@@ -48,14 +55,20 @@ class CleanupRace(Fault):
             raise UsageError(f"fault {spec.id} ({spec.kind}): retain must be an integer, sst_grace_s a number") from None
         if self.retain < 1 or not 0 <= self.grace <= 7 * 24 * 3600:
             raise UsageError(f"fault {spec.id} ({spec.kind}): retain must be >= 1 and sst_grace_s 0..604800")
+        self.native = NativeCleanupRace(self.retain, positive(spec, "delete_delay_ms", 200, zero_ok=True) or 0)
         self._thread: threading.Thread | None = None
         self._done = threading.Event()
+
+    def run_conf(self, mode: str) -> dict[str, str]:
+        return self.native.spark_conf() if mode in PLUGIN_MODES else {}
 
     @property
     def record(self) -> str:
         return f"faults/{self.spec.id}-maintenance.jsonl"
 
     def inject(self, ctx: FaultContext) -> dict[str, Any]:
+        if ctx.mode in PLUGIN_MODES:
+            return self.native.inject(ctx)
         info = ctx.run.read_info()
         storage = open_storage(ctx.run.checkpoint_location(info), ctx.run.s3)
         rows: list[dict[str, Any]] = []
@@ -110,12 +123,15 @@ class CleanupRace(Fault):
             return False
 
     def heal(self, ctx: FaultContext) -> None:
+        self.native.heal(ctx)
         self._done.set()
         if self._thread is not None:
             self._thread.join()
             self._thread = None
 
     def evidence(self, ctx: FaultContext) -> Evidence:
+        if ctx.mode in PLUGIN_MODES:
+            return self.native.evidence(ctx)
         try:
             rows = [json.loads(line) for line in ctx.run.storage.read(self.record).splitlines() if line.strip()]
         except StatebedError:
@@ -128,25 +144,16 @@ class CleanupRace(Fault):
             return Evidence(None, "Spark's event log is missing or unreadable: cannot tell which attempts were alive")
         for r in deleting:
             start_ms, end_ms = (r["at"] - r["seconds"]) * 1000, r["at"] * 1000
-            alive = [t for t in log.tasks if t.batch is not None and _alive(t, start_ms, end_ms) and _racing(t, r["latest_batch"])]
-            if alive:
-                t = alive[0]
+            racing = [t for t in log.tasks if t.batch is not None and alive(t, start_ms, end_ms) and _racing(t, r["latest_batch"])]
+            if racing:
+                t = racing[0]
                 return Evidence(
                     True,
                     f"pass {r['pass_no']} deleted {r['files_deleted']} file(s) of {r['store']} at latest batch {r['latest_batch']} "
                     f"while attempt {t.attempt} of batch {t.batch} partition {t.index} ({t.outcome or 'running'}) was alive",
-                    [{"pass": r}, {"attempt": _attempt_json(t)}],
+                    [{"pass": r}, {"attempt": attempt_json(t)}],
                 )
         return Evidence(False, f"{len(deleting)} pass(es) deleted files, none while a pending or losing attempt was alive")
-
-
-def _attempt_json(t: TaskAttempt) -> dict[str, Any]:
-    keys = ("task_id", "batch", "index", "attempt", "speculative", "outcome", "launch_ms", "finish_ms")
-    return {k: getattr(t, k) for k in keys}
-
-
-def _alive(t: TaskAttempt, start_ms: float, end_ms: float) -> bool:
-    return t.launch_ms <= end_ms and (t.finish_ms is None or t.finish_ms >= start_ms)
 
 
 def _racing(t: TaskAttempt, latest_batch: int) -> bool:

@@ -2,6 +2,7 @@ package statebed;
 
 import java.io.ByteArrayOutputStream;
 import java.io.IOException;
+import java.io.UncheckedIOException;
 import java.util.Map;
 import java.util.concurrent.atomic.AtomicLong;
 import org.apache.hadoop.conf.Configuration;
@@ -37,6 +38,31 @@ public class FailpointCheckpointFileManager extends FileContextBasedCheckpointFi
         }
         Target target = Target.of(path);
         return target == null ? inner : new Stream(inner, target);
+    }
+
+    /**
+     * A state file's delete (Spark's maintenance removing old versions and orphans) passes
+     * `native.cleanup.delete` first: delay / hold widen the window in which cleanup races the
+     * attempts still writing, drop keeps the file, error fails the delete. Other deletes (the
+     * driver purging its offset and commit logs, checksum files) pass through.
+     */
+    @Override
+    public void delete(Path path) {
+        Target target = Failpoints.idle() ? null : Target.of(path);
+        if (target != null && target.isStateFile()) {
+            Failpoints.Firing f = Failpoints.evaluate("native.cleanup.delete", target.task, target.file);
+            if (f != null) {
+                switch (f.action()) {
+                    case "drop":
+                        return;
+                    case "error":
+                        throw new UncheckedIOException(f.error());
+                    default:
+                        f.actInline();
+                }
+            }
+        }
+        super.delete(path);
     }
 
     /** Spark's stream, with the failpoints of its target evaluated when it is closed. */

@@ -52,6 +52,8 @@ public final class Failpoints {
                 + "(after delay ms, or on release / the hold bound); other actions as on the upload point";
         KNOWN_POINTS.put("native.changelog.zombie", "a state changelog, " + zombie);
         KNOWN_POINTS.put("native.snapshot.zombie", "a state snapshot zip, " + zombie);
+        KNOWN_POINTS.put("native.cleanup.delete", "a state file (changelog, zip, SST) Spark's maintenance deletes, before the delete "
+                + "(drop: the file stays; error: the delete fails, as Spark's maintenance sees a failed delete)");
     }
 
     private static final Pattern TERM = Pattern.compile(

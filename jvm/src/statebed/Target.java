@@ -28,6 +28,11 @@ final class Target {
         this.file = file;
     }
 
+    /** A file of a state store (changelog, zip, SST), not a driver log. */
+    boolean isStateFile() {
+        return kind.equals("changelog") || kind.equals("snapshot") || kind.equals("sst");
+    }
+
     /** The target of a createAtomic(path) or an SST copy to path; null when no point covers it. */
     static Target of(Path path) {
         String name = path.getName();
