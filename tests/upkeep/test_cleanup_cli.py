@@ -22,6 +22,7 @@ from test_maintenance import racing
 
 from statebed_job.config import JobOptions
 from statebed_job.task import close_providers
+from statebed_model.rundir import RunDir, RunInfo
 from statebed_store import StoreFiles, default_uploader, open_storage
 from statebed_store.checkpoint_lock import lock_checkpoint
 from statebed_store.inspection import discover_stores
@@ -183,3 +184,20 @@ def test_spark_checkpoint_orphans_are_reported_and_deleted_only_when_asked(
     assert reasons(done) == found and not any(Path(p).exists() for p in planted)
     assert rebuildability(open_storage(ckpt))["rebuildable"] == before_rebuild
     assert dump(ckpt, capsys) == before_state
+
+
+@pytest.mark.parametrize("mode", ["native", "native-v1", "native-v2"])
+def test_a_native_run_directory_is_sparks_checkpoint_never_cleaned_as_statebeds(
+    native: dict[str, Path], tmp_path: Path, capsys: Any, mode: str
+) -> None:
+    """Every native format's run keeps Spark's checkpoint, which Spark's maintenance owns: a plain
+    cleanup of the run directory is refused and deletes nothing (native-v1 / native-v2 were once
+    cleaned with statebed's rules)."""
+    run = RunDir(tmp_path / "run")
+    run.create(RunInfo(workload="count", mode=mode, partitions=3, checkpoint="spark-checkpoint"))
+    shutil.copytree(native["4.3.0"] / "agg", run.spark_checkpoint)
+    digest = tree_hash(run.spark_checkpoint)
+    code, _, err = run_cli(capsys, "cleanup", str(run.root), "--retain", "1", "--sst-grace", "0")
+    assert code == 2 and "is a Spark checkpoint" in err and "--delete-orphans" in err, err
+    assert tree_hash(run.spark_checkpoint) == digest
+    assert cli_json(capsys, str(run.root), "--dry-run")["layout"] == "spark"

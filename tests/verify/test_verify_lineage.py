@@ -300,3 +300,32 @@ def test_a_spark_checkpoint_made_here_verifies_then_fails_when_forged(tmp_path: 
     assert {(a.kind, a.partition, a.version) for a in report.anomalies} >= {("missing-checkpoint", 0, 2), ("lineage-break", 0, 3)}
     assert any(o["id"] == good for o in report.orphans)
     assert StoreFiles(storage, StoreId(0, 0)).has_changelog(CheckpointRef(2, good))
+
+
+def test_a_version_sparks_retention_deleted_below_a_snapshot_is_a_note_only_in_a_spark_checkpoint(
+    native: dict[str, Path], tmp_path: Path
+) -> None:
+    """Spark's maintenance deletes the versions below a snapshot in no particular order (an interrupted
+    pass leaves some), and its commit log keeps one entry more than its state: a committed version with
+    no file below a committed snapshot is retention in Spark's checkpoint. Above the newest snapshot,
+    or in statebed's own checkpoint (no offsets/), a missing version stays an anomaly."""
+    root = tmp_path / "agg"
+    shutil.copytree(native["4.3.0"] / "agg", root)
+    store = root / "state" / "0" / "0"
+
+    def drop(version: int, *suffixes: str) -> None:
+        for f in store.iterdir():
+            if f.name.startswith(f"{version}_") and f.name.endswith(suffixes):
+                f.unlink()
+
+    drop(3, ".changelog", ".changelog.crc")  # below the snapshots of versions 4..10
+    report = verify_lineage(open_storage(root), all_versions=True)
+    assert report.valid is True, report.to_json()["anomalies"]
+    assert any("version(s) 3 have no files" in n and "Spark's retention" in n for n in report.notes), report.notes
+    shutil.rmtree(root / "offsets")  # the same files, not Spark's checkpoint
+    assert {(a.kind, a.partition, a.version) for a in verify_lineage(open_storage(root)).anomalies} == {("missing-checkpoint", 0, 3)}
+    shutil.copytree(native["4.3.0"] / "agg" / "offsets", root / "offsets")
+    drop(9, ".changelog", ".changelog.crc")
+    drop(10, ".zip", ".zip.crc")  # now 9 lies above the newest snapshot (8): no retention deletes it
+    kinds = {(a.kind, a.partition, a.version) for a in verify_lineage(open_storage(root)).anomalies}
+    assert ("missing-checkpoint", 0, 9) in kinds and ("missing-checkpoint", 0, 3) not in kinds, kinds

@@ -25,7 +25,11 @@ cannot be checked, so while such versions are retained the verdict is at best "u
 
 Files of attempts the commit log did not pick are orphans: listed, not anomalies.
 Versions below the oldest file of a store were cleaned up by retention and are not
-checked. A V1 checkpoint has no ids to check: the verdict is "unknown".
+checked. In a Spark checkpoint (`offsets/` beside `commits/`) a committed version below the
+newest committed snapshot that exists may be gone too: Spark's maintenance deletes every
+version below a snapshot in no particular order (an interrupted pass leaves some of them),
+and its commit log keeps one entry more than its state; no later load needs such a version,
+so its absence is a note. A V1 checkpoint has no ids to check: the verdict is "unknown".
 """
 
 from __future__ import annotations
@@ -40,7 +44,7 @@ from statebed_store.commitlog import CommitRecord, parse_commit
 from statebed_store.errors import CheckpointFileError, ForeignFileError, LineageError, UnplannableError, UsageError
 from statebed_store.inspection import committed_store_names, discover_stores, store_index
 from statebed_store.lineage import Lineage
-from statebed_store.naming import CHANGELOG, COMMITS_DIR, DEFAULT_STORE, SNAPSHOT, StateFileName, sidecar_name
+from statebed_store.naming import CHANGELOG, COMMITS_DIR, DEFAULT_STORE, OFFSETS_DIR, SNAPSHOT, StateFileName, sidecar_name
 from statebed_store.partitioner import Partitioning, checkpoint_partitioning
 from statebed_store.plan import loadable_plan
 
@@ -88,6 +92,7 @@ class _Context:
     commits: dict[int, CommitRecord]
     cache: HeaderCache
     all_versions: bool
+    spark: bool = False  # Spark's own checkpoint: its maintenance may leave versions below a snapshot gone
     anomalies: list[Anomaly] = field(default_factory=list)
     orphans: list[dict[str, Any]] = field(default_factory=list)
     versions_checked: set[int] = field(default_factory=set)
@@ -121,7 +126,7 @@ class _Context:
 
 def verify_lineage(storage: Storage, *, all_versions: bool = False, cache: HeaderCache | None = None) -> LineageReport:
     """Check a checkpoint's committed lineage. Raises UsageError when it is no streaming checkpoint."""
-    ctx = _Context(storage, {}, HeaderCache() if cache is None else cache, all_versions)
+    ctx = _Context(storage, {}, HeaderCache() if cache is None else cache, all_versions, spark=OFFSETS_DIR in storage.list_dirs(""))
     batch_ids = _commit_batches(storage)
     ctx.notes.extend(CommitLog(storage).strays())
     ctx.commits = _read_commits(ctx, batch_ids)
@@ -270,11 +275,12 @@ def _check_store(ctx: _Context, store: StoreId, idx: int) -> None:
     files = StoreFiles(ctx.storage, store, cache=ctx.cache)
     latest = max(committed.keys() | v1_versions)
     floor = min((n.version for n in files.files), default=latest)
-    checked = [v for v in sorted(committed) if v >= floor]
+    gone = _deleted_by_sparks_retention(ctx, store, files, committed, v1_versions, floor) if ctx.spark else set()
+    checked = [v for v in sorted(committed) if v >= floor and v not in gone]
     for v in checked:
         ctx.versions_checked.add(v)
         _check_version(ctx, store, files, v, committed, v1_versions)
-    v1_checked = [v for v in sorted(v1_versions) if v >= floor]
+    v1_checked = [v for v in sorted(v1_versions) if v >= floor and v not in gone]
     loadable = {v for v in v1_checked if _check_v1_version(ctx, store, files, v)}
     ctx.versions_checked.update(v1_checked)
     ctx.v1_checked.update(v1_checked)
@@ -286,6 +292,26 @@ def _check_store(ctx: _Context, store: StoreId, idx: int) -> None:
     read = [CheckpointRef(v, committed[v]) for v in checked if committed[v] is not None] + [CheckpointRef(v) for v in sorted(loadable)]
     ctx.anomalies += partition_anomalies(ctx.partitioning, store, files, read, planned)
     _collect_orphans(ctx, store, files, committed, latest)
+
+
+def _deleted_by_sparks_retention(
+    ctx: _Context, store: StoreId, files: StoreFiles, committed: dict[int, str | None], v1_versions: set[int], floor: int
+) -> set[int]:
+    """The committed versions Spark's maintenance may have deleted: no file of the version at all (of
+    any id), below the newest committed snapshot that exists, as its retention leaves them for some
+    `minBatchesToRetain` (a note names them; every other version is checked as before)."""
+    refs = [CheckpointRef(v, cid) for v, cid in committed.items() if cid is not None] + [CheckpointRef(v) for v in v1_versions]
+    snapshot = max((r.version for r in refs if files.has_snapshot(r)), default=None)
+    if snapshot is None:
+        return set()
+    present = {n.version for n in files.files}  # a version with any file left (another id's) was not deleted whole: checked
+    gone = {r.version for r in refs if floor <= r.version < snapshot and r.version not in present}
+    if gone:
+        ctx.notes.append(
+            f"{store}: committed version(s) {_ranges(sorted(gone))} have no files, below the committed snapshot of version {snapshot}: "
+            "deleted by Spark's retention (no later load needs them), not checked"
+        )
+    return gone
 
 
 def _check_v1_version(ctx: _Context, store: StoreId, files: StoreFiles, v: int) -> bool:

@@ -16,6 +16,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from statebed_model.native_state import is_native
 from statebed_model.rewind import lock
 from statebed_model.rewind_journal import BACKUP_DIR, pending_journal
 from statebed_model.rundir import RunDir, is_url
@@ -87,7 +88,7 @@ def _target(args: argparse.Namespace) -> Target:
 
 def _run_dir(run: RunDir, args: argparse.Namespace, root: Path | None) -> Target:
     info = run.read_info()
-    if info.mode == "native":
+    if is_native(info.mode):  # native, native-v1, native-v2: Spark's checkpoint, Spark's maintenance owns it
         return Target(open_location(args, str(run.spark_checkpoint)), "spark", root)
     return Target(open_location(args, run.checkpoint_location(info)), "run-dir", root)
 
