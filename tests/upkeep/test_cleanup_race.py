@@ -62,7 +62,10 @@ def test_sparks_store_keeps_retain_versions_and_races_with_holds_at_the_changelo
     by_format = {c.format: c.experiment for c in cells}
     assert not skipped and set(by_format) == {"v1", "v2", "native-v1", "native-v2"}
     native, statebed = by_format["native-v2"], by_format["v2"]
-    assert native.spark_conf() == {"spark.sql.streaming.minBatchesToRetain": "2"}  # Spark's maintenance window
+    assert native.spark_conf() == {  # Spark's maintenance window, and threads enough that no store's cleanup waits on a held one
+        "spark.sql.streaming.minBatchesToRetain": "2",
+        "spark.sql.streaming.stateStore.numStateStoreMaintenanceThreads": "4",
+    }
     assert statebed.spark_conf() == {}  # statebed's runs unchanged: their maintenance is the fault's own
     assert (native.snapshot_interval, statebed.snapshot_interval) == (1, PRESETS["full"].base.snapshot_interval)
     holds = [s for s in native.faults if s.kind == "slow-attempt"]
