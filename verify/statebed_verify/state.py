@@ -124,7 +124,7 @@ def verify_state(run_dir: str | os.PathLike[str] | RunDir, s3: S3Settings | None
     notes = list(truth.notes)
     if below := run.trimmed_below():
         notes.append(f"batches 0..{below - 1}: committed, their commit-log entries trimmed by the run's maintenance ({MAINTENANCE_LOG})")
-    if purged := run.purged_below(info, CommitLog(storage).batch_ids()):
+    if is_native(info.mode) and (purged := run.purged_below(info, CommitLog(storage).batch_ids())):  # statebed's runs: no second listing
         notes.append(f"batches 0..{purged - 1}: committed, their entries purged from Spark's commit log (minBatchesToRetain)")
     for b, why in truth.unknown.items():
         anomalies.append(_anomaly("missing-input", f"batch {b} is committed but its records are unknown: {why}", batches=[b]))
