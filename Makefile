@@ -8,7 +8,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test check k8s-check jvm image-smoke bench chaos-nightly report-screenshots clean
+.PHONY: run test e2e e2e-reset check k8s-check jvm image-smoke bench chaos-nightly report-screenshots clean
 
 # `make test` without a prerequisite pip cannot install: one line naming it and its package,
 # at parse time, so nothing (venv, lint, suite) starts.
@@ -19,17 +19,32 @@ $(error $(PREREQS_MISSING))
 endif
 endif
 
+# A stage of `make test` prints its command, then its wall time and exit status on one line,
+# `stage NAME: S s (exit N)`, also appended to $STATEBED_STAGE_LOG when set (.ci/run prints them
+# at the end: CI's budget). $(2) must hold no comma.
+timed = @printf '%s\n' '$(2)'; start=$$(date +%s); $(2); rc=$$?; line="stage $(1): $$(( $$(date +%s) - start )) s (exit $$rc)"; \
+	echo "$$line"; if [ -n "$$STATEBED_STAGE_LOG" ]; then echo "$$line" >> "$$STATEBED_STAGE_LOG"; fi; exit $$rc
+
 $(STAMP): pyproject.toml
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test]'
+	$(call timed,install,$(PYTHON) -m venv $(VENV) && $(BIN)/python -m pip install --quiet --upgrade pip && $(BIN)/python -m pip install --quiet -e '.[test]')
 	touch $(STAMP)
 
 run: $(STAMP)  ## the main job on the embedded default: local Spark, local checkpoint under runs/, then both verifiers
 	$(BIN)/statebed run
 
-test: check k8s-check jvm  ## lint, type-check, the Kubernetes checks, then the whole test suite (starts its own S3 server)
-	$(BIN)/pytest -q --ignore=tests/k8s
+test: check k8s-check jvm  ## lint, type-check, the Kubernetes checks, then the test suite but its e2e tier (starts its own S3 server)
+	$(call timed,suite,$(BIN)/pytest -q --ignore=tests/k8s -m "not e2e" --durations=25)
+
+# The e2e tier (docs/testing.md): the expensive real-Spark cells `make test` leaves out, run by the
+# nightly and by hand. Resumable: each test that passes is recorded in E2E_STATE and skipped by the
+# next `make e2e`, so a run cut short continues; `make e2e-reset` starts over.
+E2E_STATE ?= runs/e2e-state/passed.tsv
+
+e2e: jvm  ## the e2e tier only (tens of minutes, real Spark), resumable: a rerun skips what passed
+	$(BIN)/pytest -q --ignore=tests/k8s -m e2e --durations=25 --e2e-state $(E2E_STATE)
+
+e2e-reset:  ## forget what `make e2e` has passed: the next one runs the whole tier
+	rm -f $(E2E_STATE)
 
 # The JVM failpoint plug-in (jvm/, docs/native-failpoints.md): compiled with the JDK's javac against
 # pyspark's own jars, again only when a source changed (the jar is named by the sources' digest).
@@ -39,18 +54,17 @@ JVM_STAMP   := jvm/build/.built
 jvm: $(JVM_STAMP)  ## the JVM failpoint plug-in's jar (native runs load it; needs javac: openjdk-17-jdk-headless)
 
 $(JVM_STAMP): $(JVM_SOURCES) $(STAMP)
-	$(BIN)/python -m statebed_job.jvm_plugin
+	$(call timed,jvm,$(BIN)/python -m statebed_job.jvm_plugin)
 	touch $@
 
 k8s-check: $(STAMP)  ## charts rendered by Helm (default/kind/minikube) and validated for K8s 1.32-1.35, skaffold and workflow schemas
-	$(BIN)/check-jsonschema --builtin-schema vendor.github-workflows .github/workflows/nightly.yml
-	$(BIN)/check-jsonschema --schemafile tests/k8s/skaffold-v4beta14.schema.json skaffold.yaml
-	$(BIN)/pytest -q -p no:cacheprovider tests/k8s tests/chaos/test_k8s_targets.py tests/chaos/test_k8s_backend.py
+	$(call timed,k8s-check,$(BIN)/check-jsonschema --builtin-schema vendor.github-workflows .github/workflows/nightly.yml \
+	  && $(BIN)/check-jsonschema --schemafile tests/k8s/skaffold-v4beta14.schema.json skaffold.yaml \
+	  && $(BIN)/pytest -q -p no:cacheprovider tests/k8s tests/chaos/test_k8s_targets.py tests/chaos/test_k8s_backend.py)
 
 check: $(STAMP)  ## ruff (lint + format) and mypy --strict on the packages
-	$(BIN)/ruff check .
-	$(BIN)/ruff format --check .
-	$(BIN)/mypy
+	$(call timed,lint,$(BIN)/ruff check . && $(BIN)/ruff format --check .)
+	$(call timed,type-check,$(BIN)/mypy)
 
 SMOKE_BASE   ?= localhost/statebed-smoke-base:bookworm
 SMOKE_IMAGE  ?= localhost/statebed:smoke

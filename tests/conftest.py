@@ -21,6 +21,8 @@ from statebed_store.storage import S3Storage
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
+pytest_plugins = ["e2e_state"]  # --e2e-state FILE: `make e2e` resumable (tests/e2e_state.py)
+
 
 def pytest_configure(config: pytest.Config) -> None:
     """Ctrl-C tests send SIGINT to the commands they start. A suite started in the background by

@@ -129,6 +129,7 @@ def test_verify_lineage(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
     assert gated["value"] == pytest.approx(m["median_s"]["verify (latest plans)"] / m["median_s"]["read every file"], rel=0.01)
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
 def test_job_throughput(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Starts Spark: 1 pair of runs (statebed, native), each its own process, on local[2] and a standalone cluster."""
@@ -145,6 +146,7 @@ def test_job_throughput(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
     }
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
 def test_chaos_overhead(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Starts Spark: one plain run and one fault-free experiment, each its own process, both valid."""
@@ -157,6 +159,7 @@ def test_chaos_overhead(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
     assert ratio["value"] == pytest.approx(m["median_wall_s"]["experiment"] / m["median_wall_s"]["run"])
 
 
+@pytest.mark.e2e
 @pytest.mark.s3
 @pytest.mark.slow
 def test_hedged_commit(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -180,6 +183,7 @@ def test_hedged_commit(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> No
     assert list(tmp_path.iterdir()) == [], "the work directory is cleaned up"
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
 def test_load_knee(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     res = run("load_knee", tmp_path, capsys, "--formats", "v2", "--steps", "2", "--duration", "5", "--faults", "none")
@@ -189,7 +193,7 @@ def test_load_knee(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert [r["met"] for r in res["ratios"] if r["goal_op"] is not None] == [True]  # every acknowledged event committed once
 
 
-@pytest.mark.slow
+@pytest.mark.slow  # not e2e: the suite's only real-Spark run of delay-snapshot-upload (docs/testing.md)
 def test_fault_firing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Starts Spark: one real `statebed chaos run` of one cheap kind (local cluster and storage), seed 1.
     Not a speed benchmark (no ratios): its row must say fired, and --table-from renders the same table.
@@ -214,6 +218,7 @@ def test_fault_firing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Non
     assert f"| {kind} | 1 / 1 | True 1 |" in rendered
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
 def test_control_repeat(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Starts Spark: the cheapest V1 positive control (the zombie-upload pytest test, its own
@@ -229,6 +234,7 @@ def test_control_repeat(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
     assert (tmp_path / "runs" / "zombie-upload-v1-test-1").is_dir()  # pytest's basetemp: the nested run stayed under ours
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
 def test_plugin_overhead(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Starts Spark: one native run without the plug-in and one with it unarmed, both valid."""
@@ -250,6 +256,7 @@ def test_paired_ratio_ci_is_the_geometric_mean_of_the_pairs_with_a_t_interval() 
         benchlib.paired_ratio_ci([1.0, 2.0], [1.0])
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
 def test_soak(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Starts Spark: one short run with maintenance after every batch; a sample per batch, and the
@@ -279,6 +286,7 @@ def test_soak(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     }
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
 def test_maintenance_latency(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Starts Spark: one pair of runs (maintenance off, on), each its own process; passes only in the "on" run."""

@@ -59,6 +59,7 @@ def test_fault_that_cannot_fire_is_unknown(tmp_path: Path) -> None:
     assert any("f1" in r and "did not provably fire" in r for r in res["reasons"])
 
 
+@pytest.mark.e2e
 def test_fail_changelog_upload_fires_and_v2_stays_valid(tmp_path: Path) -> None:
     """Standalone: local[2] gives a task one try, so the injected failure would abort the query."""
     exp = parse_experiment(

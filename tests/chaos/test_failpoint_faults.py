@@ -194,6 +194,7 @@ def test_zombie_upload_refuses_an_unknown_what(tmp_path: Path) -> None:
 # -- injected into real runs (Spark) ----------------------------------------------------------------
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
 def test_fail_changelog_upload_fails_attempt_0_and_the_retry_commits(tmp_path: Path) -> None:
     """The first attempt of batch 1 / partition 1 (attempt 0: speculation is off) raises before
@@ -255,6 +256,7 @@ def test_zombie_upload_v2_leaves_an_orphan_and_stays_valid(tmp_path: Path) -> No
     assert verify_run(root).valid is True
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
 def test_zombie_upload_v1_is_caught(tmp_path: Path) -> None:
     """The positive control: the zombie overwrites `<v>.changelog` after the winner committed."""

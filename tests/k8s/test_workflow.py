@@ -182,3 +182,12 @@ def test_native_cells_run_nightly_on_the_runner_and_count() -> None:
     assert any("openjdk-17-jdk-headless" in str(s.get("run", "")) for s in job["steps"])  # javac: the plug-in
     (upload,) = [s for s in job["steps"] if "upload-artifact" in str(s.get("uses", ""))]
     assert upload["if"] == "always()" and job["timeout-minutes"] <= 120
+
+
+def test_the_e2e_tier_runs_nightly_within_one_3_hour_session() -> None:
+    """`make e2e` (docs/testing.md): the tier `make test` leaves out, its passed tests uploaded whatever happened."""
+    job = DOC["jobs"]["e2e"]
+    runs = [str(s.get("run", "")) for s in job["steps"]]
+    assert "make e2e" in runs and any("openjdk-17-jdk-headless" in r for r in runs)
+    (upload,) = [s for s in job["steps"] if "upload-artifact" in str(s.get("uses", ""))]
+    assert upload["if"] == "always()" and upload["with"]["path"] == "runs/e2e-state/" and job["timeout-minutes"] <= 180

@@ -2,7 +2,8 @@
 changelog (or, `what: snapshot`, of the zip of version 1 that the task itself uploads), landing
 after the next batch's commit. Without Spark: where it applies, what it arms, and its evidence
 read from the plug-in's firing records. On real Spark 4.3 (slow, standalone): the example
-experiments' native V1 controls are caught, with the plug-in's records as proof."""
+experiments' native V1 controls are caught, with the plug-in's records as proof (the snapshot
+pair in `make e2e` only: docs/testing.md)."""
 
 from __future__ import annotations
 
@@ -194,6 +195,7 @@ def test_native_v2_under_the_same_zombie_stays_valid(tmp_path: Path) -> None:
 SNAP_TASK = {"batch": 0, "partition": 0, "attempt": 0}
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
 def test_native_v1_zombie_snapshot_is_caught(tmp_path: Path) -> None:
     """The snapshot control on real Spark 4.3: attempt 0's forced 1.zip (its task uploads it: the
@@ -206,6 +208,7 @@ def test_native_v1_zombie_snapshot_is_caught(tmp_path: Path) -> None:
     assert mixed, res.anomalies  # version 1 (batch 0) is attempt 0's draws against the retry's committed output
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
 def test_native_v2_under_the_snapshot_zombie_stays_valid(tmp_path: Path) -> None:
     """The twin: attempt 0's zip lands as `1_<uuid>.zip` beside the retry's; no commit names it."""

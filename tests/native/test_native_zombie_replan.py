@@ -2,7 +2,8 @@
 changelog close of batch B is parked, the driver killed before B commits and restarted; the new
 app plans B again (a new rand() seed) and commits B and B + 1; then the parked file lands, as a
 cut-off executor's rename would. Without Spark: where it applies, what it arms, the lander and
-the evidence. On real Spark 4.3 (slow, standalone): native-v1 is caught, native-v2 stays valid."""
+the evidence. On real Spark 4.3 (slow, standalone, `make e2e` only): native-v1 is caught,
+native-v2 stays valid."""
 
 from __future__ import annotations
 
@@ -181,6 +182,7 @@ def fired(res: Any) -> dict[str, Any]:
     return {k: v for p in ev["proof"] for k, v in p.items()}
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
 def test_native_v1_replanned_bucket_collect_is_caught(tmp_path: Path) -> None:
     """The appendix's bucket anomaly in Spark's own V1 store: version 3 replays the old plan's
@@ -191,6 +193,7 @@ def test_native_v1_replanned_bucket_collect_is_caught(tmp_path: Path) -> None:
     assert res.valid is False and res.exit_code == 1, (res.reasons, res.anomalies)
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
 def test_native_v2_under_the_replanned_zombie_stays_valid(tmp_path: Path) -> None:
     res = result_of(tmp_path, "native-v2")
