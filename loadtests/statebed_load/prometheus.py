@@ -266,7 +266,7 @@ def _start(root: Path, config_name: str, config: str, log_prefix: Path) -> Prome
     binary = prometheus_binary()
     (root / "data").mkdir(parents=True, exist_ok=True)
     atomic_write(root / config_name, config.encode())
-    port = free_port(avoid_plus=0)
+    port = free_port()
     cmd = [
         binary, f"--config.file={root / config_name}", f"--storage.tsdb.path={root / 'data'}",
         f"--web.listen-address=127.0.0.1:{port}", "--storage.tsdb.retention.time=3650d",

@@ -50,7 +50,7 @@ def _answers(api: str) -> bool:
 def start_proxy(workdir: Path, *, seed: int = 0, timeout_s: float = 30.0) -> ProxyProcess:
     """Start `statebed proxy --record <workdir>/proxy-record.jsonl`; return once /version answers."""
     workdir.mkdir(parents=True, exist_ok=True)
-    port = free_port(avoid_plus=0)
+    port = free_port()
     record, log_path = workdir / "proxy-record.jsonl", workdir / "proxy.log"
     args = [_statebed(), "proxy", "--host", "127.0.0.1", "--port", str(port), "--record", str(record), "--seed", str(seed)]
     api = f"http://127.0.0.1:{port}"
