@@ -41,7 +41,7 @@ test: check k8s-check jvm  ## lint, type-check, the Kubernetes checks, then the 
 E2E_STATE ?= runs/e2e-state/passed.tsv
 
 e2e: jvm  ## the e2e tier only (tens of minutes, real Spark), resumable: a rerun skips what passed
-	$(BIN)/pytest -q --ignore=tests/k8s -m e2e --durations=25 --e2e-state $(E2E_STATE)
+	$(BIN)/pytest -q --ignore=tests/k8s -m e2e --durations=25 --e2e-state=$(E2E_STATE)
 
 e2e-reset:  ## forget what `make e2e` has passed: the next one runs the whole tier
 	rm -f $(E2E_STATE)

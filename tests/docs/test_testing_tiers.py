@@ -83,6 +83,6 @@ def test_the_makefile_runs_the_tiers_as_the_page_says() -> None:
     suite = re.search(r"^test:.*\n\t(.+)$", make, re.M)
     assert suite is not None and '-m "not e2e"' in suite.group(1) and "--durations=25" in suite.group(1)
     e2e = re.search(r"^e2e:.*\n\t(.+)$", make, re.M)
-    assert e2e is not None and "-m e2e" in e2e.group(1) and "--e2e-state $(E2E_STATE)" in e2e.group(1)
+    assert e2e is not None and "-m e2e" in e2e.group(1) and "--e2e-state=$(E2E_STATE)" in e2e.group(1)
     assert "E2E_STATE ?= runs/e2e-state/passed.tsv" in make and "runs/e2e-state/passed.tsv" in DOC
     assert re.search(r"^e2e-reset:.*\n\trm -f \$\(E2E_STATE\)$", make, re.M)
