@@ -48,11 +48,16 @@ class Written:
         return self.storage.display(self.path(version, kind))
 
 
-def batch_ops(version: int) -> tuple[list[bytes], list[bytes], list[bytes]]:
-    """Puts and deletes of the batch that commits `version` (deterministic, with overwrites and deletes)."""
+def batch_ops(version: int, partition: int = 0) -> tuple[list[bytes], list[bytes], list[bytes]]:
+    """Puts and deletes of the batch that commits `version` (deterministic, with overwrites and deletes).
+    Partitions other than 0 get their own keys (`p<n>/...`): a keyed operator never puts one key in two."""
     keys = [b"count", b"k%d" % version, b"shared"]
+    if partition:
+        keys = [b"p%d/%s" % (partition, k) for k in keys]
     values = [b"%d" % version, b"value-%d" % version, b"shared-%d" % version]
     deletes = [b"k%d" % (version - 2)] if version >= 3 else []
+    if partition:
+        deletes = [b"p%d/%s" % (partition, k) for k in deletes]
     return keys, values, deletes
 
 
@@ -73,7 +78,7 @@ def write_versions(
     with StateStoreProvider(storage, store, options, uploader=uploader) as provider:
         base: str | None = None
         for v in range(1, versions + 1):
-            keys, values, deletes = batch_ops(v)
+            keys, values, deletes = batch_ops(v, store.partition)
             with provider.load(v - 1, base) as txn:
                 txn.put_many(keys, values)
                 if deletes:

@@ -30,6 +30,7 @@ from statebed_store.commitlog import CommitRecord
 from statebed_store.inspection import discover_stores, store_index
 from statebed_store.log import get_logger, kv
 from statebed_store.naming import COMMITS_DIR, StoreId
+from statebed_store.retention import record_retention
 from statebed_store.storage.base import Storage
 from statebed_store.storage.counting import CountingStorage
 
@@ -151,8 +152,9 @@ class Maintenance:
         counting = CountingStorage(self.storage)
         records: list[PassRecord] = []
         try:
+            record_retention(counting, max(0, latest - self.retain + 1))  # before any delete: the verifiers' window
             stores = discover_stores(counting)
-        except Exception as e:  # never fatal: logged, counted, recorded
+        except Exception as e:  # never fatal: logged, counted, recorded; nothing is deleted
             records.append(self._failed(PassRecord(self.passes, "*", latest, 0), e, counting.total))
             stores = []
         log_ = CachedCommitLog(counting, self._commits)

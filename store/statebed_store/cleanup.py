@@ -47,6 +47,7 @@ from .lineage import CheckpointRef
 from .log import get_logger, kv
 from .naming import CHANGELOG, COMMITS_DIR, SNAPSHOT, SST_DIR, StateFileName, StoreId, parse_state_file, sidecar_main
 from .plan import LoadPlan, SnapshotUnusable, plan_with_fallback
+from .retention import kept_window, plan_names, record_retention
 from .storage.base import Storage
 from .store_files import HeaderCache, StoreFiles
 from .unpack import check_listed
@@ -128,19 +129,31 @@ def cleanup_checkpoint(
     if not batches:
         return CheckpointCleanup(None, None)
     latest = batches[-1]
-    first = latest - retain + 1 if retain is not None else _contiguous_start(batches)
-    first = max(first, batches[0])  # a log trimmed by the job's maintenance (or Spark's) starts late: nothing below loads
+    window = kept_window(storage, batches)
+    assert window is not None
+    # retain None (a Spark checkpoint): every batch the log holds, its first version only where Spark left its files
+    first = max(latest - retain + 1, window.first_batch) if retain is not None else _contiguous_start(batches)
     stores = discover_stores(storage)
     retained: list[tuple[StoreId, list[CheckpointRef]]] = []
     for s in stores:
         idx = store_index(s, [t.store_name for t in stores if (t.operator, t.partition) == (s.operator, s.partition)])
         retained.append((s, retained_versions(log_, idx, s.operator, s.partition, latest, latest - first + 1)))
     out = CheckpointCleanup(latest, first)
+    if not dry_run:
+        record_retention(storage, first)  # before any delete: the verifiers read the window from it
     cache = HeaderCache()
     for s, refs in retained:
-        out.stores.append(
-            cleanup_store(storage, s, refs, sst_orphan_grace_s=sst_orphan_grace_s, cache=cache, dry_run=dry_run, delete_batch=delete_batch)
+        report = cleanup_store(
+            storage,
+            s,
+            refs,
+            sst_orphan_grace_s=sst_orphan_grace_s,
+            cache=cache,
+            dry_run=dry_run,
+            delete_batch=delete_batch,
+            optional_below=window.first_version,
         )
+        out.stores.append(report)
     return out
 
 
@@ -162,14 +175,17 @@ def cleanup_store(
     now: float | None = None,
     dry_run: bool = False,
     delete_batch: int = DELETE_BATCH,
+    optional_below: int = 0,
 ) -> CleanupReport:
-    """Delete what no retained committed version needs. `retained` must be committed versions.
-    With `dry_run` the report says what would go, and nothing is deleted."""
+    """Delete what no retained committed version needs. `retained` must be committed versions; one
+    below `optional_below` (the retained window, `retention.kept_window`) with no file left is
+    skipped (Spark's retention deleted it). With `dry_run` the report says what would go, and nothing is deleted."""
+    files = StoreFiles(storage, store, cache=cache)
+    retained = [r for r in retained if r.version >= optional_below or files.has_changelog(r) or files.has_snapshot(r)]
     report = CleanupReport(store, len(retained), dry_run=dry_run)
     if not retained:
         return report
     latest = max(r.version for r in retained)
-    files = StoreFiles(storage, store, cache=cache)
     files.sst_listing()  # listed after the zips: a listed zip's SSTs were uploaded before it
     oldest = min(retained, key=lambda r: r.version)
     verdicts: dict[tuple[CheckpointRef, bool], StatebedError | None] = {}
@@ -203,10 +219,8 @@ def cleanup_store(
     for ref in retained:
         plan = plan_of(ref)
         skipped.update(r for r, _ in plan.skipped)
-        for r in plan.changelogs:
-            keep.add(StateFileName(r.version, r.id, CHANGELOG))
+        keep |= plan_names(plan)
         if plan.snapshot is not None:
-            keep.add(StateFileName(plan.snapshot.version, plan.snapshot.id, SNAPSHOT))
             kept_snapshots.add(plan.snapshot)
         for kind in (CHANGELOG, SNAPSHOT):
             if files.has(ref, kind):

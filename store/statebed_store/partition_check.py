@@ -22,10 +22,11 @@ from .storage.base import Storage
 from .store_files import StoreFiles
 from .unpack import throwaway_snapshot
 
-__all__ = ["check_file", "check_plan_keys", "checked_items"]
+__all__ = ["check_file", "check_plan_keys", "checked_items", "file_keys"]
 
 
-def _file_keys(files: StoreFiles, ref: CheckpointRef, kind: str) -> Keys:
+def file_keys(files: StoreFiles, ref: CheckpointRef, kind: str) -> Keys:
+    """Every key a changelog touches (puts and deletes) or a snapshot holds; read errors propagate."""
     if kind == CHANGELOG:
         cl = parse_changelog(files.read_verified(ref, CHANGELOG), file=files.display(ref, CHANGELOG), version=ref.version)
         fixed = _equal_width_keys(cl.payload, cl.header.records_offset, cl.header.format_version in (2, 4))
@@ -67,7 +68,7 @@ def check_file(files: StoreFiles, partitioner: Partitioner, ref: CheckpointRef, 
 
     def check() -> MisplacedKeyError | None:
         try:
-            check_keys(partitioner, files.store, _file_keys(files, ref, kind), where=files.display(ref, kind), version=ref.version)
+            check_keys(partitioner, files.store, file_keys(files, ref, kind), where=files.display(ref, kind), version=ref.version)
         except MisplacedKeyError as e:
             return e
         return None

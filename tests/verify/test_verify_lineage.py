@@ -56,8 +56,8 @@ def build(storage: Storage, options: StoreOptions, tmp: Path, versions: int = 10
         for p in range(PARTS):
             base = out.committed[p][v - 1]
             if p == 1 and v == 4:
-                out.losers[(1, 4)] = ref_of(commit(spec, base, {b"k": b"loser"}))
-            ref = ref_of(commit(execs[p], base, {b"k%d" % (v % 5): b"v%d" % v}))
+                out.losers[(1, 4)] = ref_of(commit(spec, base, {b"p1-k": b"loser"}))
+            ref = ref_of(commit(execs[p], base, {b"p%d-k%d" % (p, v % 5): b"v%d" % v}))  # a key lives in one partition
             out.committed[p][v] = ref
             ids.append([ref.id])
         log.write(v - 1, {0: ids} if format == "v2" else None)
@@ -112,11 +112,10 @@ def test_lineage_that_skips_a_version(built: Built) -> None:
     bad = lineage_to_json([c[4], c[6]])  # version 7's lineage without 5
     rewrite_changelog(built.storage, built.path(2, c[7]), bad)
     report = verify_lineage(built.storage)
-    assert kinds(report) == {"non-linear-lineage"}  # the latest (10) loads from the snapshot at 8
     a = next(a for a in report.anomalies if a.kind == "non-linear-lineage")
     assert (a.partition, a.version) == (2, 7) and "increasing by one" in a.detail
-    every = verify_lineage(built.storage, all_versions=True)
-    assert {(a.kind, a.version) for a in every.anomalies} == {("non-linear-lineage", 7), ("unplannable", 7)}
+    # reported once (the version's own file), although every sound committed version is planned now
+    assert {(a.kind, a.version) for a in report.anomalies} == {("non-linear-lineage", 7)}
 
 
 def test_lineage_through_an_uncommitted_attempt(built: Built) -> None:
@@ -132,7 +131,7 @@ def test_missing_committed_changelog_without_snapshot(built: Built) -> None:
     c = built.committed[0]
     built.storage.delete([built.path(0, c[10])])  # latest: no snapshot at 10
     report = verify_lineage(built.storage)
-    assert kinds(report) == {"missing-checkpoint", "unplannable"}
+    assert kinds(report) == {"missing-checkpoint"}  # reported once: no plan is looked for a missing file
     miss = next(a for a in report.anomalies if a.kind == "missing-checkpoint")
     assert (miss.partition, miss.version, miss.ids) == (0, 10, [c[10].id])
     assert miss.files == [built.storage.display(built.path(0, c[10]))]
@@ -226,6 +225,9 @@ def test_every_declared_anomaly_kind_is_produced_and_no_other(
     for suffix in ("", ".crc"):  # foreign: partition 1's changelog and sidecar copied over partition 0's
         s.write(built.path(0, c[0][2]) + suffix, s.read(built.path(1, c[1][2]) + suffix))
     s.delete(["commits/8"])  # gap
+    copied = s.read(built.path(0, c[0][3]))  # cross-partition: partition 0's keys in partition 2's file of version 3
+    s.write(built.path(2, c[2][3]), copied)
+    s.write(built.path(2, c[2][3]) + ".crc", make_sidecar(copied))
     s.write("partitioner.json", b'{"operators": {"0": {"scheme": "blake2b32", "partitions": 1, "key": "bytes"}}}')  # misplaced: 1, 2
     reported = {a.kind for a in verify_lineage(s, all_versions=True).anomalies}
     assert reported == set(KINDS)
@@ -302,30 +304,36 @@ def test_a_spark_checkpoint_made_here_verifies_then_fails_when_forged(tmp_path: 
     assert StoreFiles(storage, StoreId(0, 0)).has_changelog(CheckpointRef(2, good))
 
 
-def test_a_version_sparks_retention_deleted_below_a_snapshot_is_a_note_only_in_a_spark_checkpoint(
-    native: dict[str, Path], tmp_path: Path
-) -> None:
-    """Spark's maintenance deletes the versions below a snapshot in no particular order (an interrupted
-    pass leaves some), and its commit log keeps one entry more than its state: a committed version with
-    no file below a committed snapshot is retention in Spark's checkpoint. Above the newest snapshot,
-    or in statebed's own checkpoint (no offsets/), a missing version stays an anomaly."""
-    root = tmp_path / "agg"
-    shutil.copytree(native["4.3.0"] / "agg", root)
-    store = root / "state" / "0" / "0"
+def test_sparks_retention_excuses_only_versions_below_its_window(native: dict[str, Path], tmp_path: Path) -> None:
+    """Spark's retention deletes only versions <= F + 1 (F: the first kept commit entry; see
+    `statebed_store.retention`). Inside the window the commit log keeps, a committed version with no
+    file is `missing-checkpoint` however many snapshots surround it (it was a note before: a false valid)."""
 
-    def drop(version: int, *suffixes: str) -> None:
-        for f in store.iterdir():
-            if f.name.startswith(f"{version}_") and f.name.endswith(suffixes):
+    def fresh(name: str, first_entry: int = 0) -> Path:
+        root = tmp_path / name
+        shutil.copytree(native["4.3.0"] / "agg", root)
+        for b in range(first_entry):  # as Spark's purge leaves it
+            for log in ("commits", "offsets"):
+                (root / log / str(b)).unlink()
+        return root
+
+    def drop(root: Path, version: int) -> None:
+        for f in (root / "state" / "0" / "0").iterdir():
+            if f.name.startswith(f"{version}_") and f.name.endswith((".changelog", ".changelog.crc")):
                 f.unlink()
 
-    drop(3, ".changelog", ".changelog.crc")  # below the snapshots of versions 4..10
-    report = verify_lineage(open_storage(root), all_versions=True)
+    def found(root: Path) -> set[tuple[str, int | None, int | None]]:
+        return {(a.kind, a.partition, a.version) for a in verify_lineage(open_storage(root)).anomalies}
+
+    whole = fresh("whole")
+    drop(whole, 3)  # between the snapshots of 2 and 4, the log kept whole (0..9)
+    assert found(whole) == {("missing-checkpoint", 0, 3)}
+    purged = fresh("purged", first_entry=4)  # the log starts at batch 4: versions <= 5 may be gone
+    drop(purged, 5)  # the version the first kept entry committed (the log keeps one entry more than the state)
+    report = verify_lineage(open_storage(purged))
     assert report.valid is True, report.to_json()["anomalies"]
-    assert any("version(s) 3 have no files" in n and "Spark's retention" in n for n in report.notes), report.notes
-    shutil.rmtree(root / "offsets")  # the same files, not Spark's checkpoint
-    assert {(a.kind, a.partition, a.version) for a in verify_lineage(open_storage(root)).anomalies} == {("missing-checkpoint", 0, 3)}
-    shutil.copytree(native["4.3.0"] / "agg" / "offsets", root / "offsets")
-    drop(9, ".changelog", ".changelog.crc")
-    drop(10, ".zip", ".zip.crc")  # now 9 lies above the newest snapshot (8): no retention deletes it
-    kinds = {(a.kind, a.partition, a.version) for a in verify_lineage(open_storage(root)).anomalies}
-    assert ("missing-checkpoint", 0, 9) in kinds and ("missing-checkpoint", 0, 3) not in kinds, kinds
+    assert any("version(s) 5 have no files, below the retained window" in n for n in report.notes), report.notes
+    drop(purged, 7)  # F + 3: inside the window, no retention deletes it
+    assert found(purged) == {("missing-checkpoint", 0, 7)}
+    shutil.rmtree(purged / "offsets")  # statebed's layout, no retention record: every kept entry is required
+    assert found(purged) == {("missing-checkpoint", 0, 5), ("missing-checkpoint", 0, 7)}

@@ -99,7 +99,7 @@ def test_a_changelog_copied_from_another_partition_is_caught(job: InProcessJob, 
     assert a.keys and set(a.keys) <= {int.from_bytes(k, "big") for k in foreign}
     assert "belong to partition(s) 1" in a.detail and "spark-murmur3 over 3 partitions" in a.detail
     code, out, _ = run_cli(capsys, "verify", "lineage", s.url, "--json")
-    assert code == 1 and [x["kind"] for x in json.loads(out)["anomalies"]] == ["misplaced-key"]
+    assert code == 1 and sorted(x["kind"] for x in json.loads(out)["anomalies"]) == ["cross-partition-key", "misplaced-key"]
 
     state = verify_state(job.run.root)  # the final state replays version 1 (no snapshot yet)
     assert state.valid is False
@@ -126,7 +126,10 @@ def test_without_a_recorded_partitioner_the_check_is_not_made_and_says_so(job: I
     s.delete(["partitioner.json"])
     copy_over(s, StoreId(0, 1), StoreId(0, 0))
     report = verify_lineage(s)
-    assert report.valid is True  # nothing else can tell: hence the invariant
+    assert report.valid is False  # was valid: "partition check not made" (no hash known)
+    [a] = report.anomalies  # the invariant that needs no partitioner: no key in two partitions at one version
+    assert (a.kind, a.operator, a.version) == ("cross-partition-key", 0, 1) and a.keys, a
+    assert "partitions 0, 1" in a.detail and len(a.files) == 2, a.detail
     assert any(n.startswith("partition check not made: the checkpoint records no partitioner") for n in report.notes), report.notes
 
 
@@ -140,8 +143,10 @@ def test_a_demo_checkpoint_records_its_partitioner(tmp_path: Path, capsys: pytes
     assert clean.valid is True and not [n for n in clean.notes if "partition check" in n], clean.notes
     old_style_sidecars(ckpt)
     foreign = copy_over(storage, StoreId(0, 2), StoreId(0, 0))
-    [a] = verify_lineage(storage).anomalies
-    assert (a.kind, a.partition, a.version) == ("misplaced-key", 0, 1) and set(a.keys) <= {k.decode() for k in foreign}
+    found = verify_lineage(storage).anomalies
+    assert {(a.kind, a.partition, a.version) for a in found} == {("misplaced-key", 0, 1), ("cross-partition-key", 0, 1)}
+    [a] = [a for a in found if a.kind == "misplaced-key"]
+    assert set(a.keys) <= {k.decode() for k in foreign}
 
 
 # -- Spark's own checkpoints ---------------------------------------------------------------------
@@ -178,8 +183,11 @@ def test_a_doctored_spark_checkpoint_is_caught(native: dict[str, Path], tmp_path
     assert StoreFiles(storage, dst).verified_changelog_header(CheckpointRef(1, rec.id_for(0, 0, idx))).lineage == ()  # passes
     report = verify_lineage(storage)
     assert report.valid is False
-    assert {(a.kind, a.operator, a.partition, a.version) for a in report.anomalies} == {("misplaced-key", 0, 0, 1)}
-    [a] = report.anomalies
+    assert {(a.kind, a.operator, a.partition, a.version) for a in report.anomalies} == {
+        ("misplaced-key", 0, 0, 1),
+        ("cross-partition-key", 0, 0, 1),
+    }
+    [a] = [a for a in report.anomalies if a.kind == "misplaced-key"]
     assert a.files == [storage.display(path[dst])] and a.keys and all(isinstance(k, list) and isinstance(k[0], str) for k in a.keys)
 
 

@@ -44,10 +44,13 @@ from statebed_store.commitlog import CommitRecord, parse_commit
 from statebed_store.errors import CheckpointFileError, ForeignFileError, LineageError, UnplannableError, UsageError
 from statebed_store.inspection import committed_store_names, discover_stores, store_index
 from statebed_store.lineage import Lineage
-from statebed_store.naming import CHANGELOG, COMMITS_DIR, DEFAULT_STORE, OFFSETS_DIR, SNAPSHOT, StateFileName, sidecar_name
+from statebed_store.naming import CHANGELOG, COMMITS_DIR, DEFAULT_STORE, SNAPSHOT, StateFileName, sidecar_name
 from statebed_store.partitioner import Partitioning, checkpoint_partitioning
 from statebed_store.plan import loadable_plan
+from statebed_store.retention import KeptWindow, kept_window, plan_names
 
+from .cross_partition import KIND as CROSS_PARTITION_KEY
+from .cross_partition import CrossPartitionKeys
 from .partitions import KIND as MISPLACED_KEY
 from .partitions import partition_anomalies
 from .result import Anomaly, Verdict, merge_verdicts
@@ -63,6 +66,7 @@ KINDS = (
     "foreign-file",
     "commit-gap",
     MISPLACED_KEY,
+    CROSS_PARTITION_KEY,
 )
 
 
@@ -92,13 +96,14 @@ class _Context:
     commits: dict[int, CommitRecord]
     cache: HeaderCache
     all_versions: bool
-    spark: bool = False  # Spark's own checkpoint: its maintenance may leave versions below a snapshot gone
     anomalies: list[Anomaly] = field(default_factory=list)
     orphans: list[dict[str, Any]] = field(default_factory=list)
     versions_checked: set[int] = field(default_factory=set)
     v1_checked: set[int] = field(default_factory=set)  # retained versions only a V1 entry committed
     notes: list[str] = field(default_factory=list)
     partitioning: Partitioning = field(default_factory=Partitioning)
+    window: KeptWindow | None = None
+    keys: CrossPartitionKeys = field(default_factory=CrossPartitionKeys)
 
     def add(
         self,
@@ -126,11 +131,12 @@ class _Context:
 
 def verify_lineage(storage: Storage, *, all_versions: bool = False, cache: HeaderCache | None = None) -> LineageReport:
     """Check a checkpoint's committed lineage. Raises UsageError when it is no streaming checkpoint."""
-    ctx = _Context(storage, {}, HeaderCache() if cache is None else cache, all_versions, spark=OFFSETS_DIR in storage.list_dirs(""))
+    ctx = _Context(storage, {}, HeaderCache() if cache is None else cache, all_versions)
     batch_ids = _commit_batches(storage)
     ctx.notes.extend(CommitLog(storage).strays())
     ctx.commits = _read_commits(ctx, batch_ids)
     _check_commit_gaps(ctx, batch_ids)
+    ctx.window = kept_window(storage, sorted(ctx.commits))
     kinds = {"v2" if rec.state_ids is not None else "v1" for rec in ctx.commits.values()}
     fmt = "mixed" if len(kinds) > 1 else (kinds.pop() if kinds else "v1")
     notes = ctx.notes
@@ -145,6 +151,7 @@ def verify_lineage(storage: Storage, *, all_versions: bool = False, cache: Heade
         siblings = [s.store_name for s in stores if (s.operator, s.partition) == (store.operator, store.partition)]
         _check_store(ctx, store, store_index(store, siblings))
     notes += ctx.partitioning.unchecked_notes(stores)
+    ctx.anomalies += ctx.keys.anomalies()
     if ctx.v1_checked and fmt != "v1":
         notes.append(
             f"versions {_ranges(sorted(ctx.v1_checked))} were committed by V1 entries (no ids): checked for files "
@@ -270,48 +277,51 @@ def _check_store(ctx: _Context, store: StoreId, idx: int) -> None:
             v1_versions.add(rec.version)
         else:
             committed[rec.version] = rec.id_for(store.operator, store.partition, idx)
-    if not committed and not v1_versions:
+    if (not committed and not v1_versions) or ctx.window is None:
         return
     files = StoreFiles(ctx.storage, store, cache=ctx.cache)
     latest = max(committed.keys() | v1_versions)
-    floor = min((n.version for n in files.files), default=latest)
-    gone = _deleted_by_sparks_retention(ctx, store, files, committed, v1_versions, floor) if ctx.spark else set()
-    checked = [v for v in sorted(committed) if v >= floor and v not in gone]
+    _note_below_window(ctx, store, files, committed, v1_versions)
+    # a kept entry's version is checked when required, or when its files are there (Spark's one version more)
+    checked = [v for v in sorted(committed) if ctx.window.required(v) or _has_file(files, CheckpointRef(v, committed[v]))]
+    sound: set[int] = set()  # versions whose own file passed: only these are planned (the rest is reported once)
     for v in checked:
         ctx.versions_checked.add(v)
+        before = len(ctx.anomalies)
         _check_version(ctx, store, files, v, committed, v1_versions)
-    v1_checked = [v for v in sorted(v1_versions) if v >= floor and v not in gone]
+        if len(ctx.anomalies) == before:
+            sound.add(v)
+    v1_checked = [v for v in sorted(v1_versions) if ctx.window.required(v) or _has_file(files, CheckpointRef(v))]
     loadable = {v for v in v1_checked if _check_v1_version(ctx, store, files, v)}
     ctx.versions_checked.update(v1_checked)
     ctx.v1_checked.update(v1_checked)
-    plannable = sorted({v for v in checked if committed[v] is not None} | loadable)  # the rest is reported already
-    newest = max(checked + v1_checked, default=None)
-    planned = [CheckpointRef(v, committed.get(v)) for v in (plannable if ctx.all_versions else [v for v in plannable if v == newest])]
+    plannable = sorted(v for v in sound | loadable if ctx.window.required(v))  # below the window nothing needs to load
+    planned = [CheckpointRef(v, committed.get(v)) for v in plannable]
+    needed: set[StateFileName] = set()
     for ref in planned:
-        _check_plan(ctx, store, files, ref)
+        needed |= _check_plan(ctx, store, files, ref)
     read = [CheckpointRef(v, committed[v]) for v in checked if committed[v] is not None] + [CheckpointRef(v) for v in sorted(loadable)]
     ctx.anomalies += partition_anomalies(ctx.partitioning, store, files, read, planned)
-    _collect_orphans(ctx, store, files, committed, latest)
+    ctx.keys.add(store, files, read)
+    _collect_orphans(ctx, store, files, committed, latest, needed)
 
 
-def _deleted_by_sparks_retention(
-    ctx: _Context, store: StoreId, files: StoreFiles, committed: dict[int, str | None], v1_versions: set[int], floor: int
-) -> set[int]:
-    """The committed versions Spark's maintenance may have deleted: no file of the version at all (of
-    any id), below the newest committed snapshot that exists, as its retention leaves them for some
-    `minBatchesToRetain` (a note names them; every other version is checked as before)."""
-    refs = [CheckpointRef(v, cid) for v, cid in committed.items() if cid is not None] + [CheckpointRef(v) for v in v1_versions]
-    snapshot = max((r.version for r in refs if files.has_snapshot(r)), default=None)
-    if snapshot is None:
-        return set()
-    present = {n.version for n in files.files}  # a version with any file left (another id's) was not deleted whole: checked
-    gone = {r.version for r in refs if floor <= r.version < snapshot and r.version not in present}
+def _has_file(files: StoreFiles, ref: CheckpointRef) -> bool:
+    return files.has_changelog(ref) or files.has_snapshot(ref)
+
+
+def _note_below_window(ctx: _Context, store: StoreId, files: StoreFiles, committed: dict[int, str | None], v1_versions: set[int]) -> None:
+    """Committed versions below the retained window are not checked; those with no file left are noted."""
+    assert ctx.window is not None
+    refs = [CheckpointRef(v, cid) for v, cid in committed.items()] + [CheckpointRef(v) for v in v1_versions]
+    gone = sorted(
+        r.version for r in refs if not ctx.window.required(r.version) and not files.has_changelog(r) and not files.has_snapshot(r)
+    )
     if gone:
         ctx.notes.append(
-            f"{store}: committed version(s) {_ranges(sorted(gone))} have no files, below the committed snapshot of version {snapshot}: "
-            "deleted by Spark's retention (no later load needs them), not checked"
+            f"{store}: committed version(s) {_ranges(gone)} have no files, below the retained window "
+            f"(from batch {ctx.window.first_batch}: {ctx.window.why}); no kept batch needs them"
         )
-    return gone
 
 
 def _check_v1_version(ctx: _Context, store: StoreId, files: StoreFiles, v: int) -> bool:
@@ -332,18 +342,20 @@ def _check_v1_version(ctx: _Context, store: StoreId, files: StoreFiles, v: int) 
     return False
 
 
-def _check_plan(ctx: _Context, store: StoreId, files: StoreFiles, ref: CheckpointRef) -> None:
-    """The committed `ref` must load: planned and checked as a load would, damaged snapshots planned around."""
+def _check_plan(ctx: _Context, store: StoreId, files: StoreFiles, ref: CheckpointRef) -> set[StateFileName]:
+    """The committed `ref` must load: planned and checked as a load would, damaged snapshots planned
+    around. Returns the files its plan reads (none when it has no plan)."""
     try:
-        _, passed_over = loadable_plan(files, ref)
+        plan, passed_over = loadable_plan(files, ref)
     except (UnplannableError, CheckpointFileError) as e:
         missing = e.missing if isinstance(e, UnplannableError) else [e.file]
         ctx.add("unplannable", store, ref.version, ids=[ref.id], files=missing, detail=f"no load plan for the committed {ref}: {e}")
-        return
+        return set()
     for err in passed_over:  # loadable, but a file the checkpoint relies on is damaged: say which
         shown = err.file if isinstance(err, CheckpointFileError) else str(err)
         if not any(shown in a.files for a in ctx.anomalies):
             ctx.add(_file_kind(err), store, ref.version, ids=[ref.id], files=[shown], detail=f"a load of {ref} plans around it: {err}")
+    return plan_names(plan)
 
 
 def _file_kind(err: Exception) -> str:
@@ -416,11 +428,17 @@ def _check_version(
             return
 
 
-def _collect_orphans(ctx: _Context, store: StoreId, files: StoreFiles, committed: dict[int, str | None], latest: int) -> None:
+def _collect_orphans(
+    ctx: _Context, store: StoreId, files: StoreFiles, committed: dict[int, str | None], latest: int, needed: set[StateFileName]
+) -> None:
+    """Every state file no retained plan reads and no kept commit names, with why (`retention`)."""
+    assert ctx.window is not None
     by_ref: dict[CheckpointRef, list[str]] = {}
     for name in sorted(files.files, key=lambda n: (n.version, n.id or "", n.kind)):
-        if name.id is None or committed.get(name.version) == name.id:
+        if name in needed or name.id is None:
             continue
+        if committed.get(name.version) == name.id:
+            continue  # a file a kept entry committed (a changelog its own snapshot shadows, Spark's one version more)
         paths = by_ref.setdefault(CheckpointRef(name.version, name.id), [])
         paths.append(store.path(name.name))
         if files.has_sidecar(CheckpointRef(name.version, name.id), name.kind):
@@ -434,6 +452,15 @@ def _collect_orphans(ctx: _Context, store: StoreId, files: StoreFiles, committed
                 "version": ref.version,
                 "id": ref.id,
                 "files": paths,
-                "why": "never committed (batch not committed yet, or the driver died)" if ref.version > latest else "a losing attempt",
+                "why": _orphan_why(ctx, ref, latest),
             }
         )
+
+
+def _orphan_why(ctx: _Context, ref: CheckpointRef, latest: int) -> str:
+    assert ctx.window is not None
+    if ref.version > latest:
+        return "never committed (batch not committed yet, or the driver died)"
+    if ctx.window.required(ref.version):
+        return "a losing attempt"
+    return "below the retained window: no kept commit entry names it and no kept batch's load plan reads it"
