@@ -62,9 +62,10 @@ def test_sparks_store_keeps_retain_versions_and_races_with_holds_at_the_changelo
     by_format = {c.format: c.experiment for c in cells}
     assert not skipped and set(by_format) == {"v1", "v2", "native-v1", "native-v2"}
     native, statebed = by_format["native-v2"], by_format["v2"]
-    assert native.spark_conf() == {  # Spark's maintenance window, and threads enough that no store's cleanup waits on a held one
+    assert native.spark_conf() == {  # Spark's maintenance window, threads enough that no store's cleanup waits on a held one, often
         "spark.sql.streaming.minBatchesToRetain": "2",
         "spark.sql.streaming.stateStore.numStateStoreMaintenanceThreads": "4",
+        "spark.sql.streaming.stateStore.maintenanceInterval": "500ms",
     }
     assert statebed.spark_conf() == {}  # statebed's runs unchanged: their maintenance is the fault's own
     assert (native.snapshot_interval, statebed.snapshot_interval) == (1, PRESETS["full"].base.snapshot_interval)
@@ -79,7 +80,11 @@ def test_sparks_store_keeps_retain_versions_and_races_with_holds_at_the_changelo
 def test_native_fired_only_by_a_delete_that_took_effect_while_an_attempt_was_alive(tmp_path: Path) -> None:
     ctx = context(tmp_path, mode="native-v2")
     f = fault("cleanup-race")
-    assert f.inject(ctx)["armed"] == "delay(200)"
+    facts = f.inject(ctx)
+    assert facts["armed"] == "delay(200)" and facts["hold"] == {
+        "failpoint": "native.changelog.upload",
+        "armed": "[batch=3,partition=0]1*hold(60000)",
+    }
     assert ctx.control.read()["points"]["native.cleanup.delete"] == "delay(200)"
     assert f.evidence(ctx).fired is False  # armed, nothing deleted
     events(ctx, "app-20261123115904")
@@ -101,3 +106,45 @@ def test_native_fired_only_by_a_delete_that_took_effect_while_an_attempt_was_ali
     assert f.evidence(ctx).fired is None  # no event log: cannot tell who was alive
     f.heal(ctx)
     assert "native.cleanup.delete" not in ctx.control.read()["points"]
+
+
+def test_native_holds_a_task_at_its_changelog_close_until_a_delete_took_effect(tmp_path: Path) -> None:
+    """The race is arranged, not hoped for: the task of partition 0 of batch 3 is held at its changelog
+    close, after the other faults' terms on that point, and released only once a delete fired after
+    the hold began and its file is gone."""
+    ctx = context(tmp_path, mode="native-v2")
+    ctx.control.arm("native.changelog.upload=[batch=4,partition=0]1*delay(3000)")  # a slow-attempt companion
+    f = fault("cleanup-race")
+    f.inject(ctx)
+    assert (
+        ctx.control.read()["points"]["native.changelog.upload"] == "[batch=4,partition=0]1*delay(3000)->[batch=3,partition=0]1*hold(60000)"
+    )
+    native = f.native  # type: ignore[attr-defined]
+    state = tmp_path / "state" / "0" / "1"
+    state.mkdir(parents=True)
+    kept, gone = state / "2.zip", state / "1.changelog"
+    kept.write_bytes(b"zip")
+    fire(ctx, "native.changelog.upload", "hold(60000)", {"batch": 3, "partition": 0}, at=100.0, file=f"file:{state}/4.changelog")
+    fire(ctx, "native.cleanup.delete", "delay(200)", {"batch": 0, "partition": 1}, at=99.0, file=f"file:{gone}")
+    fire(ctx, "native.cleanup.delete", "delay(200)", {"batch": 1, "partition": 1}, at=101.0, file=f"file:{kept}")
+    assert native._delete_since(ctx, 100.0) is None  # one before the hold began, one whose file is still there
+    assert "native.changelog.upload" not in ctx.control.read().get("released", {})
+    fire(ctx, "native.cleanup.delete", "delay(200)", {"batch": 0, "partition": 1}, at=102.0, file=f"file:{gone}")
+    assert ctx.wait(lambda: ctx.control.read().get("released", {}).get("native.changelog.upload"), timeout_s=30) == 1
+    f.heal(ctx)
+    assert ctx.control.read()["points"]["native.changelog.upload"] == "[batch=4,partition=0]1*delay(3000)"  # the companion's term stays
+    assert ctx.control.read()["released"]["native.changelog.upload"] == 1  # released once, not again at heal
+
+
+def test_native_is_unknown_when_the_hold_ran_out_with_nothing_deleted(tmp_path: Path) -> None:
+    ctx = context(tmp_path, mode="native-v2")
+    f = fault("cleanup-race", hold_ms=1000)
+    f.inject(ctx)
+    fire(ctx, "native.changelog.upload", "hold(1000)", {"batch": 3, "partition": 0})
+    assert f.evidence(ctx).fired is False  # held, and not over yet: nothing deleted so far
+    fire(ctx, "native.changelog.upload", "hold-timeout", {"batch": 3, "partition": 0}, held_s=1.0)
+    ev = f.evidence(ctx)
+    assert ev.fired is None and "deleted no state file" in ev.detail, ev
+    f.heal(ctx)
+    with pytest.raises(UsageError, match="hold_ms"):
+        fault("cleanup-race", hold_ms=600_001)

@@ -15,8 +15,10 @@ Each pass waits until an attempt of the next batch has started and not ended (it
 one attempt of batches 4 and 5 for seconds. params: retain (default 2), sst_grace_s (default 600: the store's own).
 
 native-v1 / native-v2: Spark's own maintenance races instead, with `retain` as its
-`minBatchesToRetain` and each delete recorded by the JVM plug-in (`cleanup_native`);
-params: retain, delete_delay_ms (default 200).
+`minBatchesToRetain` and each delete recorded by the JVM plug-in (`cleanup_native`), while the
+task of partition `hold_partition` of batch `hold_batch` is held at its changelog close until a
+delete took effect (at most `hold_ms`; then unknown); params: retain, delete_delay_ms (default
+200), hold_batch (default: the trigger batch + 2), hold_partition (default 0), hold_ms (default 60000).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from statebed_model.eventlog import TaskAttempt
 from statebed_model.native_state import PLUGIN_MODES
 from statebed_store import CommitLog, open_storage
 from statebed_store.errors import StatebedError, UsageError
+from statebed_store.failpoint_spec import MAX_HOLD_MS
 
 from .base import Evidence, Fault, FaultContext, FaultSpec
 from .cleanup_native import NativeCleanupRace, alive, attempt_json
@@ -55,7 +58,14 @@ class CleanupRace(Fault):
             raise UsageError(f"fault {spec.id} ({spec.kind}): retain must be an integer, sst_grace_s a number") from None
         if self.retain < 1 or not 0 <= self.grace <= 7 * 24 * 3600:
             raise UsageError(f"fault {spec.id} ({spec.kind}): retain must be >= 1 and sst_grace_s 0..604800")
-        self.native = NativeCleanupRace(self.retain, positive(spec, "delete_delay_ms", 200, zero_ok=True) or 0)
+        hold = {
+            "batch": positive(spec, "hold_batch", spec.at.batch + 2, zero_ok=True) or 0,
+            "partition": positive(spec, "hold_partition", 0, zero_ok=True) or 0,
+        }
+        hold_ms = positive(spec, "hold_ms", 60000) or 60000
+        if hold_ms > MAX_HOLD_MS:
+            raise UsageError(f"fault {spec.id} ({spec.kind}): hold_ms must be at most {MAX_HOLD_MS}")
+        self.native = NativeCleanupRace(self.retain, positive(spec, "delete_delay_ms", 200, zero_ok=True) or 0, hold, hold_ms)
         self._thread: threading.Thread | None = None
         self._done = threading.Event()
 
