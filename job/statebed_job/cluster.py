@@ -34,6 +34,7 @@ log = get_logger("cluster")
 READY_TIMEOUT_S = 90.0
 MASTER_CLASS = "org.apache.spark.deploy.master.Master"
 WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"
+NO_REST = "-Dspark.master.rest.enabled=false"  # the master listens on its --port and --webui-port only
 
 
 def spark_home() -> Path:
@@ -161,6 +162,8 @@ class StandaloneCluster:
     def _spawn(self, args: list[str], host: str, log_path: Path) -> Child:
         """A daemon, unpinned: spark-class execs its JVM, whose command line `_pinned` records."""
         env = dict(os.environ, SPARK_LOCAL_IP=host, SPARK_HOME=str(spark_home()), SPARK_LOG_DIR=str(self.dir / "logs"))
+        if args[0] == MASTER_CLASS:  # Spark >= 4.1 also opens its REST submission server, on 6066 (a port nobody chose): unused here
+            env["SPARK_MASTER_OPTS"] = f"{env.get('SPARK_MASTER_OPTS', '')} {NO_REST}".strip()
         env.setdefault("PYSPARK_PYTHON", os.environ.get("PYSPARK_PYTHON", "python3"))
         return spawn([str(spark_home() / "bin" / "spark-class"), *args], stdout=log_path, env=env, append=True, pin=False)
 

@@ -4,13 +4,13 @@ one it chose was taken before the server bound it."""
 
 from __future__ import annotations
 
-import os
 import re
 import socket
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from process_helpers import listening_ports
 from s3server import start_s3_server
 
 from statebed_chaos.infra import seaweedfs
@@ -28,25 +28,6 @@ def _port_flags(args: list[str]) -> dict[str, int]:
             assert name not in found, f"{name} named twice: {args}"
             found[name] = int(m["port"])
     return found
-
-
-def _listening(pid: int) -> set[int]:
-    """The TCP ports process `pid` listens on (its socket inodes matched in /proc/<pid>/net/tcp*)."""
-    inodes = set()
-    for fd in Path(f"/proc/{pid}/fd").iterdir():
-        try:
-            target = os.readlink(fd)
-        except OSError:
-            continue
-        if target.startswith("socket:["):
-            inodes.add(target[len("socket:[") : -1])
-    ports = set()
-    for table in ("tcp", "tcp6"):
-        for line in Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]:
-            cols = line.split()
-            if cols[3] == "0A" and cols[9] in inodes:  # 0A: LISTEN
-                ports.add(int(cols[1].rsplit(":", 1)[1], 16))
-    return ports
 
 
 @pytest.fixture
@@ -78,7 +59,7 @@ def test_seaweedfs_listens_on_exactly_the_ports_it_was_given(tmp_path: Path) -> 
     server = start_s3_server(tmp_path / "s3")
     try:
         given = set(_port_flags(server.args).values())
-        assert len(given) == 8 and _listening(server.pid) == given, (given, server.args)
+        assert len(given) == 8 and listening_ports(server.pid) == given, (given, server.args)
         assert server.endpoint == f"http://127.0.0.1:{_port_flags(server.args)['s3']}"
     finally:
         server.stop()

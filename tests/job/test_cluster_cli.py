@@ -9,6 +9,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from process_helpers import listening_ports
 from spark_runs import STATEBED, statebed
 
 from statebed_cli.main import main
@@ -39,6 +40,8 @@ def test_up_status_down(tmp_path: Path) -> None:
     pids = pids_of(doc)
     try:
         assert all(alive(p) for p in pids)
+        given = {int(doc["master"][k].rsplit(":", 1)[1]) for k in ("url", "web")}
+        assert listening_ports(doc["master"]["pid"]) == given  # the ports it was given: no REST server on 6066
         again = statebed("cluster", "up", "--dir", d)
         assert again.returncode == 2 and "already running" in again.stderr
         status = json.loads(statebed("cluster", "status", "--dir", d, "--json").stdout)
