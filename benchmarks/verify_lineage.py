@@ -45,10 +45,10 @@ def build(env: benchlib.Env, partitions: int, versions: int) -> Storage:
             v, cid = bases[p]
             if p == 0 and b % 50 == 49:
                 with spec.load(v, cid) as txn:
-                    txn.put_many([b"k%d" % (b % 100)], [b"loser"])
+                    txn.put_many([b"p%d-k%d" % (p, b % 100)], [b"loser"])
                     txn.commit()
             with execs[p].load(v, cid) as txn:
-                txn.put_many([b"k%d" % (b % 100), b"last"], [b"v%d" % b, b"%d" % b])
+                txn.put_many([b"p%d-k%d" % (p, b % 100), b"p%d-last" % p], [b"v%d" % b, b"%d" % b])  # a key in one partition
                 r = txn.commit()
             bases[p] = (r.version, r.checkpoint_id)
             ids.append([r.checkpoint_id])

@@ -1,7 +1,9 @@
 """Lineage verifier: is the committed history one linear chain that can be loaded?
 
 Reads the commit log and every operator/partition/store directory of a checkpoint,
-statebed's or Spark's own (4.1+ V2), and checks, for every committed batch `b` and store:
+statebed's or Spark's own (4.1+ V2), and checks, for every committed batch `b` inside the
+retained window (`statebed_store.retention`: the exact rule, from Spark's purge and
+`deleteOldVersions` arithmetic or statebed's `retention.json`) and every store:
 
 * the committed id of version `b+1` has a changelog or a snapshot (`missing-checkpoint`);
 * that file is readable and intact: CRC32C sidecar, every LZ4 block and record
@@ -11,25 +13,25 @@ statebed's or Spark's own (4.1+ V2), and checks, for every committed batch `b` a
 * its lineage says its base is exactly `(b, id committed by batch b-1)` (`lineage-break`),
   its versions increase by one and every earlier entry is a committed id too
   (`non-linear-lineage`: the file descends from an attempt the driver did not commit);
-* the latest committed version (with `all_versions`, every retained one) has a load plan
-  whose files all exist, agree and are intact, SST contents included (`unplannable`); a
-  damaged snapshot the load plans around is reported as the file it is (`unreadable-file`);
+* every committed version in the window has a load plan whose files all exist, agree and
+  are intact, SST contents included (`unplannable`); a damaged snapshot the load plans
+  around is reported as the file it is (`unreadable-file`); each snapshot a plan reads
+  holds the state its lineage replays to (`snapshot-mismatch`, `snapshot_check`);
 * every store every commit names has a state directory with files (`missing-checkpoint`);
 * the commit log has no holes (`commit-gap`, one per contiguous range of missing batches);
 * every key in those files belongs to their partition under the partitioner the checkpoint
-  records (`misplaced-key`, see `partitions`; a note says when none is known).
+  records (`misplaced-key`, see `partitions`; a note says when none is known), and no key
+  is in two partitions' files of one store at one version (`cross-partition-key`, with or
+  without a known partitioner, `cross_partition`).
 
 A version committed by a V1 entry (no ids, e.g. after a V2->V1 switch) must have its
 `<v>.changelog` or `<v>.zip` and, when it is the latest, load by version; its lineage
 cannot be checked, so while such versions are retained the verdict is at best "unknown".
 
-Files of attempts the commit log did not pick are orphans: listed, not anomalies.
-Versions below the oldest file of a store were cleaned up by retention and are not
-checked. In a Spark checkpoint (`offsets/` beside `commits/`) a committed version below the
-newest committed snapshot that exists may be gone too: Spark's maintenance deletes every
-version below a snapshot in no particular order (an interrupted pass leaves some of them),
-and its commit log keeps one entry more than its state; no later load needs such a version,
-so its absence is a note. A V1 checkpoint has no ids to check: the verdict is "unknown".
+State files no retained plan reads and no kept commit names are orphans, listed with why
+(a losing attempt, never committed, below the retained window), never anomalies. Committed
+versions below the window are not checked; those with no file left are a note. A V1
+checkpoint has no ids to check: the verdict is "unknown".
 """
 
 from __future__ import annotations
@@ -54,6 +56,8 @@ from .cross_partition import CrossPartitionKeys
 from .partitions import KIND as MISPLACED_KEY
 from .partitions import partition_anomalies
 from .result import Anomaly, Verdict, merge_verdicts
+from .snapshot_check import KIND as SNAPSHOT_MISMATCH
+from .snapshot_check import snapshot_anomalies
 
 __all__ = ["KINDS", "LineageReport", "verify_lineage"]
 
@@ -67,6 +71,7 @@ KINDS = (
     "commit-gap",
     MISPLACED_KEY,
     CROSS_PARTITION_KEY,
+    SNAPSHOT_MISMATCH,
 )
 
 
@@ -303,6 +308,8 @@ def _check_store(ctx: _Context, store: StoreId, idx: int) -> None:
     read = [CheckpointRef(v, committed[v]) for v in checked if committed[v] is not None] + [CheckpointRef(v) for v in sorted(loadable)]
     ctx.anomalies += partition_anomalies(ctx.partitioning, store, files, read, planned)
     ctx.keys.add(store, files, read)
+    snaps = sorted({CheckpointRef(n.version, n.id) for n in needed if n.kind == SNAPSHOT and n.id is not None})
+    ctx.anomalies += snapshot_anomalies(ctx.storage, store, files, snaps)
     _collect_orphans(ctx, store, files, committed, latest, needed)
 
 

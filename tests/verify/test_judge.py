@@ -1,0 +1,68 @@
+"""The judge never says valid when a committed file is gone or wrong (issue 35): Spark's retention
+window on a real retained checkpoint, one definition of "needed", a snapshot checked against its
+lineage, and a seeded sample of the mutation benchmark (`benchmarks/judge_mutations.py`)."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import tarfile
+from pathlib import Path
+
+from statebed_store import CommitLog, open_storage
+from statebed_store.cleanup import cleanup_checkpoint
+from statebed_verify import verify_lineage
+
+sys.path.insert(0, str(Path(__file__).parents[2] / "benchmarks"))
+
+import judge_mutations
+
+RETENTION = Path(__file__).parents[1] / "fixtures" / "native" / "spark-4.3.0-retention.tar.gz"
+
+
+def retained(tmp_path: Path) -> Path:
+    """Spark 4.3 agg and dedup_agg after its own retention (minBatchesToRetain 3, 12 batches)."""
+    with tarfile.open(RETENTION) as tar:
+        tar.extractall(tmp_path, filter="data")
+    return tmp_path / "spark-4.3.0-retention"
+
+
+def test_sparks_retained_checkpoint_is_valid_and_no_needed_file_is_an_orphan_or_deleted(tmp_path: Path) -> None:
+    for query in ("agg", "dedup_agg"):
+        root = retained(tmp_path / query) / query
+        storage = open_storage(root)
+        assert CommitLog(storage).batch_ids() == [8, 9, 10, 11]  # Spark purged 0..7
+        report = verify_lineage(storage)
+        assert report.valid is True, report.to_json()["anomalies"]
+        needed, _, _ = judge_mutations._needed(root)
+        orphaned = {f for o in report.orphans for f in o["files"]}
+        assert not orphaned & needed, orphaned & needed
+        proposed = {d for st in cleanup_checkpoint(storage, None, dry_run=True, sst_orphan_grace_s=0).stores for d in st.deleted}
+        assert not {storage.display(p) for p in needed} & proposed
+        for f in (root / "state" / "0" / "0").iterdir():  # version 11 lies inside the window: its loss is an anomaly
+            if f.name.startswith("11_") and f.name.endswith((".changelog", ".changelog.crc")):
+                f.unlink()
+        kinds = {(a.kind, a.partition, a.version) for a in verify_lineage(storage).anomalies}
+        assert ("missing-checkpoint", 0, 11) in kinds, kinds
+
+
+def test_an_older_snapshot_under_a_newer_name_is_caught(native: dict[str, Path], tmp_path: Path) -> None:
+    """Spark's zip names no version and its sidecar matches its bytes: only the replay can tell."""
+    root = tmp_path / "agg"
+    shutil.copytree(native["4.3.0"] / "agg", root)
+    store = root / "state" / "0" / "1"
+    newer = next(f for f in store.iterdir() if f.name.startswith("8_") and f.name.endswith(".zip"))
+    older = next(f for f in store.iterdir() if f.name.startswith("2_") and f.name.endswith(".zip"))
+    shutil.copyfile(older, newer)
+    shutil.copyfile(str(older) + ".crc", str(newer) + ".crc")
+    report = verify_lineage(open_storage(root))
+    assert report.valid is False
+    [a] = [a for a in report.anomalies if a.kind == "snapshot-mismatch"]
+    assert (a.partition, a.version) == (1, 8) and a.files == [str(newer)], a
+
+
+def test_a_seeded_sample_of_mutations_is_judged_right(tmp_path: Path) -> None:
+    """Every fixture, a few needed and not-needed files each, damaged or not: no wrong verdict."""
+    score = judge_mutations.run(quick=False, seed=35, limit=3, work=tmp_path)
+    tried = sum(c["tried"] for c in score.rows.values())
+    assert tried >= 27 and not score.wrong, score.wrong
