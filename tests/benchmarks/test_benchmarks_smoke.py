@@ -301,6 +301,16 @@ def test_maintenance_latency(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     }
 
 
+def test_judge_mutations(tmp_path: Path) -> None:
+    """No Spark: one sampled mutation per fixture and a commit-entry swap, every verdict right."""
+    sys.path.insert(0, str(BENCH_DIR))
+    import judge_mutations
+
+    score = judge_mutations.run(quick=False, seed=7, limit=1, work=tmp_path)
+    rows = judge_mutations.table(score)
+    assert rows and sum(r["tried"] for r in rows) >= 10 and not score.wrong, score.wrong
+
+
 def test_every_benchmark_has_a_smoke_test() -> None:
     scripts = {p.stem for p in BENCH_DIR.glob("*.py")} - {"benchlib", "run_all"}
     tested = {name.removeprefix("test_") for name in globals() if name.startswith("test_")}
