@@ -43,7 +43,7 @@ from typing import Any
 from statebed_store import CheckpointRef, CommitLog, SnapshotUploader, StateStoreProvider, StoreFiles, StoreId, StoreOptions, open_storage
 from statebed_store.commitlog import render_commit
 from statebed_store.inspection import discover_stores, dump_state, store_index
-from statebed_store.naming import CHANGELOG, COMMITS_DIR, SNAPSHOT, SST_DIR, StateFileName
+from statebed_store.naming import CHANGELOG, COMMITS_DIR, SNAPSHOT, SST_DIR, StateFileName, parse_state_file
 from statebed_store.plan import loadable_plan, plan_load
 from statebed_store.retention import kept_window, plan_names
 from statebed_verify import verify_lineage
@@ -169,32 +169,33 @@ def _read(root: Path, rel: str) -> bytes:
 
 
 def _partner(root: Path, rel: str, older: bool) -> str | None:
-    """The same-version file of another partition, or an older version's file of this one (same kind)."""
+    """The same-version file of another partition, or the newest older version's file of this one (same kind)."""
     p = Path(rel)
-    if p.parent.name == SST_DIR or p.suffix == ".crc":
-        return None
-    version = int(p.name.split("_", 1)[0].split(".")[0])
-    kind = p.suffix
+    me = parse_state_file(p.name)
+    if me is None:
+        return None  # an SST or a sidecar: replaced only together with its state file
+
+    def same_kind(d: Path) -> list[tuple[StateFileName, Path]]:
+        return [(n, f) for f in d.iterdir() if (n := parse_state_file(f.name)) is not None and n.kind == me.kind] if d.is_dir() else []
+
     if older:
-        cands = sorted(q for q in (root / p.parent).iterdir() if q.suffix == kind and int(q.name.split("_", 1)[0].split(".")[0]) < version)
-        return str(cands[-1].relative_to(root)) if cands else None
+        cands = sorted((n.version, str(f.relative_to(root))) for n, f in same_kind(root / p.parent) if n.version < me.version)
+        return cands[-1][1] if cands else None
     parts = p.parts
     i = parts.index("state") + 2  # state/<op>/<partition>/...
     for q in sorted((root / Path(*parts[:i])).iterdir()):
-        if q.name == parts[i] or not q.name.isdigit():
-            continue
-        d = q.joinpath(*parts[i + 1 : -1])
-        hits = [f for f in d.iterdir() if f.suffix == kind and f.name.startswith(f"{version}_")] if d.is_dir() else []
-        if hits:
-            return str(hits[0].relative_to(root))
+        if q.name != parts[i] and q.name.isdigit():
+            hits = sorted(str(f.relative_to(root)) for n, f in same_kind(q.joinpath(*parts[i + 1 : -1])) if n.version == me.version)
+            if hits:
+                return hits[0]
     return None
 
 
 def _ref_of(rel: str) -> tuple[StoreId, CheckpointRef]:
     parts = Path(rel).parts  # state/<op>/<partition>/[<store>/]<v>_<id>.zip
-    name = parts[-1].rsplit(".", 1)[0]
-    version, cid = name.split("_", 1)
-    return StoreId(int(parts[1]), int(parts[2]), parts[3] if len(parts) == 5 else "default"), CheckpointRef(int(version), cid)
+    name = parse_state_file(parts[-1])
+    assert name is not None, rel
+    return StoreId(int(parts[1]), int(parts[2]), parts[3] if len(parts) == 5 else "default"), CheckpointRef(name.version, name.id)
 
 
 def _same_state(root: Path, rel: str, kind: str) -> bool:

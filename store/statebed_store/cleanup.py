@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from . import failpoints
 from .commitlog import CommitLog
@@ -219,7 +219,7 @@ def cleanup_store(
     for ref in retained:
         plan = plan_of(ref)
         skipped.update(r for r, _ in plan.skipped)
-        keep |= plan_names(replace(plan, skipped=()))  # a snapshot the plan goes around is garbage, not kept
+        keep |= plan_names(plan)
         if plan.snapshot is not None:
             kept_snapshots.add(plan.snapshot)
         for kind in (CHANGELOG, SNAPSHOT):

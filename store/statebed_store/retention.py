@@ -37,7 +37,6 @@ from dataclasses import dataclass
 
 from .errors import CorruptFileError, MissingFileError
 from .jsonsafe import loads_strict
-from .lineage import CheckpointRef
 from .naming import CHANGELOG, OFFSETS_DIR, SNAPSHOT, StateFileName
 from .plan import LoadPlan
 from .storage.base import Storage
@@ -104,9 +103,9 @@ def record_retention(storage: Storage, first_batch: int) -> None:
 
 
 def plan_names(plan: LoadPlan) -> set[StateFileName]:
-    """The state files a load following `plan` reads: its snapshot, the snapshots it planned around
-    (a load reads an existing `v_id.zip` first), and its changelogs."""
+    """The state files a load following `plan` reads: its snapshot and its changelogs (a snapshot it
+    planned around is damaged: reported by the verifier, garbage to cleanup, needed by no load)."""
     out = {StateFileName(r.version, r.id, CHANGELOG) for r in plan.changelogs}
-    snaps: list[CheckpointRef] = [r for r, _ in plan.skipped] + ([plan.snapshot] if plan.snapshot is not None else [])
-    out.update(StateFileName(r.version, r.id, SNAPSHOT) for r in snaps)
+    if plan.snapshot is not None:
+        out.add(StateFileName(plan.snapshot.version, plan.snapshot.id, SNAPSHOT))
     return out

@@ -100,14 +100,13 @@ class _Context:
     storage: Storage
     commits: dict[int, CommitRecord]
     cache: HeaderCache
-    all_versions: bool
+    window: KeptWindow
     anomalies: list[Anomaly] = field(default_factory=list)
     orphans: list[dict[str, Any]] = field(default_factory=list)
     versions_checked: set[int] = field(default_factory=set)
     v1_checked: set[int] = field(default_factory=set)  # retained versions only a V1 entry committed
     notes: list[str] = field(default_factory=list)
     partitioning: Partitioning = field(default_factory=Partitioning)
-    window: KeptWindow | None = None
     keys: CrossPartitionKeys = field(default_factory=CrossPartitionKeys)
 
     def add(
@@ -135,13 +134,15 @@ class _Context:
 
 
 def verify_lineage(storage: Storage, *, all_versions: bool = False, cache: HeaderCache | None = None) -> LineageReport:
-    """Check a checkpoint's committed lineage. Raises UsageError when it is no streaming checkpoint."""
-    ctx = _Context(storage, {}, HeaderCache() if cache is None else cache, all_versions)
+    """Check a checkpoint's committed lineage. Raises UsageError when it is no streaming checkpoint.
+    `all_versions` is accepted for callers of old: every committed version in the window is planned now."""
     batch_ids = _commit_batches(storage)
+    window = kept_window(storage, batch_ids)  # every kept entry counts, an unreadable one too
+    assert window is not None  # _commit_batches raised on an empty log
+    ctx = _Context(storage, {}, HeaderCache() if cache is None else cache, window)
     ctx.notes.extend(CommitLog(storage).strays())
     ctx.commits = _read_commits(ctx, batch_ids)
     _check_commit_gaps(ctx, batch_ids)
-    ctx.window = kept_window(storage, sorted(ctx.commits))
     kinds = {"v2" if rec.state_ids is not None else "v1" for rec in ctx.commits.values()}
     fmt = "mixed" if len(kinds) > 1 else (kinds.pop() if kinds else "v1")
     notes = ctx.notes
@@ -282,7 +283,7 @@ def _check_store(ctx: _Context, store: StoreId, idx: int) -> None:
             v1_versions.add(rec.version)
         else:
             committed[rec.version] = rec.id_for(store.operator, store.partition, idx)
-    if (not committed and not v1_versions) or ctx.window is None:
+    if not committed and not v1_versions:
         return
     files = StoreFiles(ctx.storage, store, cache=ctx.cache)
     latest = max(committed.keys() | v1_versions)
@@ -319,11 +320,8 @@ def _has_file(files: StoreFiles, ref: CheckpointRef) -> bool:
 
 def _note_below_window(ctx: _Context, store: StoreId, files: StoreFiles, committed: dict[int, str | None], v1_versions: set[int]) -> None:
     """Committed versions below the retained window are not checked; those with no file left are noted."""
-    assert ctx.window is not None
     refs = [CheckpointRef(v, cid) for v, cid in committed.items()] + [CheckpointRef(v) for v in v1_versions]
-    gone = sorted(
-        r.version for r in refs if not ctx.window.required(r.version) and not files.has_changelog(r) and not files.has_snapshot(r)
-    )
+    gone = sorted(r.version for r in refs if not ctx.window.required(r.version) and not _has_file(files, r))
     if gone:
         ctx.notes.append(
             f"{store}: committed version(s) {_ranges(gone)} have no files, below the retained window "
@@ -439,7 +437,6 @@ def _collect_orphans(
     ctx: _Context, store: StoreId, files: StoreFiles, committed: dict[int, str | None], latest: int, needed: set[StateFileName]
 ) -> None:
     """Every state file no retained plan reads and no kept commit names, with why (`retention`)."""
-    assert ctx.window is not None
     by_ref: dict[CheckpointRef, list[str]] = {}
     for name in sorted(files.files, key=lambda n: (n.version, n.id or "", n.kind)):
         if name in needed or name.id is None:
@@ -465,7 +462,6 @@ def _collect_orphans(
 
 
 def _orphan_why(ctx: _Context, ref: CheckpointRef, latest: int) -> str:
-    assert ctx.window is not None
     if ref.version > latest:
         return "never committed (batch not committed yet, or the driver died)"
     if ctx.window.required(ref.version):
