@@ -42,6 +42,7 @@ from typing import Any
 
 from statebed_store import CheckpointRef, CommitLog, SnapshotUploader, StateStoreProvider, StoreFiles, StoreId, StoreOptions, open_storage
 from statebed_store.commitlog import render_commit
+from statebed_store.errors import StatebedError
 from statebed_store.inspection import discover_stores, dump_state, store_index
 from statebed_store.naming import CHANGELOG, COMMITS_DIR, SNAPSHOT, SST_DIR, StateFileName, parse_state_file
 from statebed_store.plan import loadable_plan, plan_load
@@ -64,6 +65,7 @@ class Mutation:
 @dataclass
 class Score:
     rows: dict[tuple[str, str], Counter[str]] = field(default_factory=dict)
+    population: dict[str, int] = field(default_factory=dict)  # fixture -> mutations it has (before any sampling)
     wrong: list[dict[str, Any]] = field(default_factory=list)
 
     def add(self, m: Mutation, verdict: object) -> None:
@@ -127,6 +129,7 @@ def _needed(root: Path) -> tuple[set[str], set[str], set[str]]:
     assert window is not None
     needed: set[str] = set()
     harmless: set[str] = set()
+    optional: set[str] = set()  # a kept entry's files below the window: any of them may be gone
     stores = discover_stores(storage)
     all_files: set[str] = set()
     for s in stores:
@@ -134,10 +137,15 @@ def _needed(root: Path) -> tuple[set[str], set[str], set[str]]:
         idx = store_index(s, [t.store_name for t in stores if (t.operator, t.partition) == (s.operator, s.partition)])
         names: set[StateFileName] = set()
         snaps: set[CheckpointRef] = set()
-        for b in range(window.first_batch, window.latest_batch + 1):
+        for b in log.batch_ids():
             rec = log.read(b)
             assert rec is not None
             ref = CheckpointRef(rec.version, rec.id_for(s.operator, s.partition, idx))
+            if not window.required(ref.version):  # Spark's one version more: vouched for where present, may be gone
+                own = {StateFileName(ref.version, ref.id, k) for k in (CHANGELOG, SNAPSHOT) if files.has(ref, k)}
+                names |= own
+                optional.update(s.path(n.name) for n in own)
+                continue
             plan, _ = loadable_plan(files, ref)
             names |= plan_names(plan)
             if plan.snapshot is not None:
@@ -149,8 +157,8 @@ def _needed(root: Path) -> tuple[set[str], set[str], set[str]]:
                 try:
                     plan_load(files, ref, exclude_snapshots=frozenset({ref}))
                     harmless.add(s.path(StateFileName(ref.version, ref.id, SNAPSHOT).name))
-                except Exception:
-                    pass
+                except StatebedError:
+                    pass  # no other route to this version: deleting its snapshot is damage
                 harmless.add(s.path(StateFileName(ref.version, ref.id, CHANGELOG).name))
         for n in names:
             needed.add(s.path(n.name))
@@ -161,7 +169,7 @@ def _needed(root: Path) -> tuple[set[str], set[str], set[str]]:
             needed |= {f"{s.dir}/{SST_DIR}/{f.dfs}" for f in files.snapshot_metadata(snap).sst_files}
         all_files |= {s.path(n.name) for n in files.files}
     harmless -= {p for p in harmless if p.endswith(".zip") and p[:-4] + ".changelog" not in needed}
-    return needed, harmless & needed, all_files - needed
+    return needed, (harmless | optional) & needed, all_files - needed
 
 
 def _read(root: Path, rel: str) -> bytes:
@@ -288,6 +296,7 @@ def run(quick: bool, seed: int, limit: int | None, work: Path) -> Score:
         if base is not True:
             raise SystemExit(f"judge_mutations: the pristine fixture {name} is not valid ({base})")
         todo = mutations(name, root)
+        score.population[name] = len(todo)
         if quick or limit:
             todo = rng.sample(todo, min(len(todo), limit or 12))
         for m, kind in todo:
@@ -325,7 +334,7 @@ def main(argv: list[str] | None = None) -> int:
         score = run(args.quick, args.seed, args.limit, Path(tmp))
     rows = table(score)
     if args.json:
-        print(json.dumps({"rows": rows, "wrong": score.wrong}, indent=1))
+        print(json.dumps({"rows": rows, "population": score.population, "wrong": score.wrong}, indent=1))
     else:
         print(f"{'fixture':28} {'mutation':26} tried caught kept-valid wrongly-valid wrongly-invalid unknown")
         for r in rows:
@@ -333,6 +342,8 @@ def main(argv: list[str] | None = None) -> int:
                 f"{r['fixture']:28} {r['mutation']:26} {r['tried']:5} {r['caught']:6} {r['kept valid']:10} "
                 f"{r['wrongly valid']:13} {r['wrongly invalid']:15} {r['unknown']:7}"
             )
+        for f, n in score.population.items():
+            print(f"{f}: {n} file mutations in all")
         for w in score.wrong:
             print(f"WRONG: {w}", file=sys.stderr)
     return 1 if score.wrong else 0

@@ -21,7 +21,7 @@ import hashlib
 from collections.abc import Iterable, Sequence
 
 from statebed_store import CheckpointRef, StoreFiles, StoreId
-from statebed_store.errors import StatebedError
+from statebed_store.errors import MissingFileError, StatebedError
 from statebed_store.inspection import dump_state
 from statebed_store.naming import SNAPSHOT, StateFileName
 from statebed_store.plan import plan_load
@@ -45,7 +45,7 @@ class _Hiding:
 
     def read(self, path: str, start: int = 0, length: int | None = None) -> bytes:
         if path in self.hidden:
-            raise StatebedError(f"{self.inner.display(path)}: hidden")
+            raise MissingFileError(self.inner.display(path), "hidden by the snapshot check")  # as if it were gone
         return self.inner.read(path, start, length)
 
     def write(self, path: str, data: bytes, *, create_only: bool = False) -> None:
