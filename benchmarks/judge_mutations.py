@@ -121,7 +121,7 @@ def fixtures(work: Path) -> Iterator[tuple[str, Path]]:
     yield "statebed-v2", root
 
 
-def _needed(root: Path) -> tuple[set[str], set[str], set[str]]:
+def needed_files(root: Path) -> tuple[set[str], set[str], set[str]]:
     """(needed files, no-damage deletes, not needed files), checkpoint-relative, from the pristine copy."""
     storage = open_storage(root)
     log = CommitLog(storage)
@@ -273,7 +273,7 @@ def _swap_ids(root: Path, name: str) -> Iterator[tuple[Mutation, Callable[[], No
 
 
 def mutations(name: str, root: Path) -> list[tuple[Mutation, str]]:
-    needed, harmless, spare = _needed(root)
+    needed, harmless, spare = needed_files(root)
     out = []
     for rel in sorted(needed):
         for kind in DAMAGE:
@@ -297,8 +297,11 @@ def run(quick: bool, seed: int, limit: int | None, work: Path) -> Score:
             raise SystemExit(f"judge_mutations: the pristine fixture {name} is not valid ({base})")
         todo = mutations(name, root)
         score.population[name] = len(todo)
-        if quick or limit:
-            todo = rng.sample(todo, min(len(todo), limit or 12))
+        if quick or limit:  # a sample of each stratum: the few files nobody needs would rarely be drawn
+            k = limit or 12
+            damage = [t for t in todo if "(not needed)" not in t[0].kind]
+            spare = [t for t in todo if "(not needed)" in t[0].kind]
+            todo = rng.sample(damage, min(len(damage), k)) + rng.sample(spare, min(len(spare), max(1, k // 4)))
         for m, kind in todo:
             if kind in ("other-partition", "older-version") and m.path.endswith(".zip") and _same_state(root, m.path, kind):
                 m = Mutation(m.fixture, m.kind, m.path, True)  # the replacement holds the very same state: no damage
@@ -327,7 +330,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="a seeded sample of 12 mutations per fixture")
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--limit", type=int, help="at most N mutations per fixture (seeded sample)")
+    ap.add_argument(
+        "--limit", type=int, help="a seeded sample per fixture: N damaging mutations and N/4 (at least 1) of files nobody needs"
+    )
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="statebed-mutations-") as tmp:

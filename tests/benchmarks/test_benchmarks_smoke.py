@@ -302,13 +302,15 @@ def test_maintenance_latency(tmp_path: Path, capsys: pytest.CaptureFixture[str])
 
 
 def test_judge_mutations(tmp_path: Path) -> None:
-    """No Spark: one sampled mutation per fixture and a commit-entry swap, every verdict right."""
+    """No Spark: every fixture, a seeded sample of 3 needed or not-needed files damaged (or not) and a
+    commit-entry swap each: no wrong verdict (the judge's mutation score in make test)."""
     sys.path.insert(0, str(BENCH_DIR))
     import judge_mutations
 
-    score = judge_mutations.run(quick=False, seed=7, limit=1, work=tmp_path)
+    score = judge_mutations.run(quick=False, seed=35, limit=3, work=tmp_path)
     rows = judge_mutations.table(score)
-    assert rows and sum(r["tried"] for r in rows) >= 10 and not score.wrong, score.wrong
+    assert sum(r["tried"] for r in rows) >= 27 and set(score.population) >= {"statebed-v2", "spark-4.3.0-retention/agg"}
+    assert not score.wrong, score.wrong
 
 
 def test_every_benchmark_has_a_smoke_test() -> None:
