@@ -17,8 +17,7 @@ from checkpoint_helpers import tree_hash
 from spark_runs import statebed, summary
 
 from statebed_store import CommitLog, open_storage
-from statebed_store.cleanup import cleanup_store, retained_versions
-from statebed_store.inspection import discover_stores, store_index
+from statebed_store.cleanup import cleanup_checkpoint
 
 pytestmark = pytest.mark.slow
 
@@ -38,14 +37,8 @@ def run_json(*args: str, env: dict[str, str] | None = None) -> Any:
 
 
 def apply_retention(ckpt: Path, keep: int) -> None:
-    """Statebed's cleanup on every store, keeping the last `keep` committed batches loadable."""
-    storage = open_storage(ckpt)
-    log = CommitLog(storage)
-    latest = log.batch_ids()[-1]
-    stores = discover_stores(storage)
-    for s in stores:
-        idx = store_index(s, [t.store_name for t in stores if (t.operator, t.partition) == (s.operator, s.partition)])
-        cleanup_store(storage, s, retained_versions(log, idx, s.operator, s.partition, latest, keep), sst_orphan_grace_s=0)
+    """Statebed's cleanup (the code a store's maintenance runs), keeping the last `keep` committed batches loadable."""
+    cleanup_checkpoint(open_storage(ckpt), keep, sst_orphan_grace_s=0)
 
 
 def test_statebed_run_rewound_past_retention_refused_then_resumed(tmp_path: Path) -> None:
