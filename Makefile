@@ -32,8 +32,12 @@ $(STAMP): pyproject.toml
 run: $(STAMP)  ## the main job on the embedded default: local Spark, local checkpoint under runs/, then both verifiers
 	$(BIN)/statebed run
 
+# The suite but its e2e tier, in two stages: the tests that start no Spark and no server but the
+# suite's own S3 server, on two pytest-xdist workers; then the real-Spark tests, one at a time
+# (two Spark drivers would share the machine's 2 cores and race each other's fault windows).
 test: check k8s-check jvm  ## lint, type-check, the Kubernetes checks, then the test suite but its e2e tier (starts its own S3 server)
-	$(call timed,suite,$(BIN)/pytest -q --ignore=tests/k8s -m "not e2e" --durations=25)
+	$(call timed,suite-fast,$(BIN)/pytest -q -n 2 --ignore=tests/k8s -m "not slow and not e2e" --durations=10)
+	$(call timed,suite-spark,$(BIN)/pytest -q --ignore=tests/k8s -m "slow and not e2e" --durations=25)
 
 # The e2e tier (docs/testing.md): the expensive real-Spark cells `make test` leaves out, run by the
 # nightly and by hand. Resumable: each test that passes is recorded in E2E_STATE and skipped by the
@@ -60,7 +64,7 @@ $(JVM_STAMP): $(JVM_SOURCES) $(STAMP)
 k8s-check: $(STAMP)  ## charts rendered by Helm (default/kind/minikube) and validated for K8s 1.32-1.35, skaffold and workflow schemas
 	$(call timed,k8s-check,$(BIN)/check-jsonschema --builtin-schema vendor.github-workflows .github/workflows/nightly.yml \
 	  && $(BIN)/check-jsonschema --schemafile tests/k8s/skaffold-v4beta14.schema.json skaffold.yaml \
-	  && $(BIN)/pytest -q -p no:cacheprovider tests/k8s tests/chaos/test_k8s_targets.py tests/chaos/test_k8s_backend.py)
+	  && $(BIN)/pytest -q -p no:cacheprovider -n 2 tests/k8s tests/chaos/test_k8s_targets.py tests/chaos/test_k8s_backend.py)
 
 check: $(STAMP)  ## ruff (lint + format) and mypy --strict on the packages
 	$(call timed,lint,$(BIN)/ruff check . && $(BIN)/ruff format --check .)

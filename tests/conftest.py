@@ -21,7 +21,10 @@ from statebed_store.storage import S3Storage
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
-pytest_plugins = ["e2e_state"]  # --e2e-state FILE: `make e2e` resumable (tests/e2e_state.py)
+pytest_plugins = [
+    "e2e_state",  # --e2e-state FILE: `make e2e` resumable (tests/e2e_state.py)
+    "shared_runs",  # expensive real-Spark runs made once per session (tests/shared_runs.py)
+]
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -193,6 +193,7 @@ def test_load_knee(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert [r["met"] for r in res["ratios"] if r["goal_op"] is not None] == [True]  # every acknowledged event committed once
 
 
+@pytest.mark.e2e
 @pytest.mark.slow  # not e2e: the suite's only real-Spark run of delay-snapshot-upload (docs/testing.md)
 def test_fault_firing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Starts Spark: one real `statebed chaos run` of one cheap kind (local cluster and storage), seed 1.

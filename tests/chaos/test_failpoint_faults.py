@@ -249,6 +249,7 @@ def zombie_run(tmp_path: Path, fmt: str, what: str = "changelog") -> tuple[Evide
     return ev, ctx.run.root
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
 def test_zombie_upload_v2_leaves_an_orphan_and_stays_valid(tmp_path: Path) -> None:
     _, root = zombie_run(tmp_path, "v2")
@@ -268,6 +269,7 @@ def test_zombie_upload_v1_is_caught(tmp_path: Path) -> None:
     assert any(a["kind"] == "output-mismatch" and "after batch 2" in a["detail"] for a in state), state
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
 def test_zombie_snapshot_v2_leaves_an_orphan_zip_and_stays_valid(tmp_path: Path) -> None:
     """The original attempt's snapshot of version 3 lands after the accepted copy's: V2 names it apart."""

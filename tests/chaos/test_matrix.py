@@ -9,11 +9,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import signal
 import subprocess
 import sys
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,6 +19,7 @@ from typing import Any
 import pytest
 from checkpoint_helpers import run_cli
 from process_helpers import assert_no_process_left, interrupt_when
+from shared_runs import SharedRun
 
 from statebed_chaos.baseline import Baseline, baseline_key
 from statebed_chaos.experiment import Experiment, load_experiment
@@ -446,28 +445,19 @@ def test_a_non_empty_out_dir_is_refused(tmp_path: Path, capsys: Capsys) -> None:
 
 
 @pytest.mark.slow
-def test_quick_matrix_real(tmp_path: Path) -> None:
-    """`statebed chaos matrix --quick --json` on real Spark: every V2 cell valid, the V1 control caught, exit 0."""
-    started = time.monotonic()
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    cmd = [str(Path(sys.executable).parent / "statebed"), "chaos", "matrix", "--quick", "--json", "--out", str(tmp_path / "m")]
-    with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env) as child:
-        try:
-            out, err = child.communicate(timeout=1800)
-        except BaseException:  # timeout or Ctrl-C: let the matrix stop its cell's processes (SIGKILL could not)
-            child.send_signal(signal.SIGINT)
-            child.communicate(timeout=120)
-            raise
-    proc = subprocess.CompletedProcess(cmd, child.returncode, out, err)
-    print(f"quick matrix: exit {proc.returncode} in {time.monotonic() - started:.0f} s\n{proc.stderr}")
-    doc = json.loads(proc.stdout)
+def test_quick_matrix_real(quick_matrix: SharedRun) -> None:
+    """`statebed chaos matrix --quick --json` on real Spark (run once per session, `tests/shared_runs.py`):
+    every V2 cell valid, the V1 control caught, exit 0."""
+    doc = quick_matrix.doc
     v2 = [r for r in doc["runs"] if r["format"] == "v2"]
     assert v2 and all(r["valid"] is True and r["faults_fired"] >= 1 and r["baseline_equal"] is True for r in v2), v2
     v1 = [r for r in doc["runs"] if r["format"] == "v1" and r["workload"] in NONDETERMINISTIC]
     assert any(r["valid"] is False and r["anomalies"] for r in v1), v1
-    assert doc["summary"]["v1_caught"] is True and doc["summary"]["reasons"] == [] and proc.returncode == 0, proc.stderr
+    assert doc["summary"]["v1_caught"] is True and doc["summary"]["reasons"] == [], quick_matrix.stderr
+    assert quick_matrix.returncode == 0, quick_matrix.stderr
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
 def test_sigterm_to_a_real_matrix_stops_its_running_cell(tmp_path: Path) -> None:
     """SIGTERM (what a CI runner or `kill` sends) mid-cell: exit 130, the cell's directory kept,

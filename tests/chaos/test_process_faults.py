@@ -392,6 +392,7 @@ def assert_nothing_left(ctx: FaultContext) -> None:
     assert not any(left.values()), left
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
 def test_kill_executor_of_a_slow_state_task_is_proven_and_the_run_stays_valid(tmp_path: Path) -> None:
     """Attempt 0 of batch 1 / partition 0 is held after its commit (slow-attempt); kill-executor
@@ -415,6 +416,7 @@ def test_kill_executor_of_a_slow_state_task_is_proven_and_the_run_stays_valid(tm
     assert_nothing_left(ctx)
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
 def test_pause_executor_gets_a_speculative_copy_of_a_task_frozen_on_it(tmp_path: Path) -> None:
     """Attempt 0 of batch 2 / partition 0 is held 2 s after loading its state (its input is
@@ -442,6 +444,7 @@ def test_pause_executor_gets_a_speculative_copy_of_a_task_frozen_on_it(tmp_path:
     assert_nothing_left(ctx)
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
 def test_kill_python_worker_mid_task_fails_that_attempt_and_the_retry_commits(tmp_path: Path) -> None:
     """Attempt 0 of batch 1 / partition 1 is held after loading its state; the fault finds its
@@ -464,6 +467,7 @@ def test_kill_python_worker_mid_task_fails_that_attempt_and_the_retry_commits(tm
     assert_nothing_left(ctx)
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
 def test_restart_driver_before_the_commit_log_then_resume(tmp_path: Path) -> None:
     """The driver exits 137 at batch 1's commit log write; inject disarms the point once it
@@ -487,6 +491,7 @@ def test_restart_driver_before_the_commit_log_then_resume(tmp_path: Path) -> Non
     assert_nothing_left(ctx)
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
 def test_restart_driver_at_the_trigger_kills_a_native_driver_then_resume(tmp_path: Path) -> None:
     """Native Spark: SIGKILL the driver and its JVM once batch 1 has started; `--resume`

@@ -22,6 +22,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SMALL = {"batches": 6, "rows_per_batch": 300, "keyspace": 40, "partitions": 2, "seed": 5}
 
 
+@pytest.mark.e2e
 def test_chaos_run_with_prometheus_scrapes_both_drivers_the_proxy_and_the_verdict(tmp_path: Path) -> None:
     exp = tmp_path / "exp.yaml"
     fault = {"kind": "storage-latency", "at": {"batch": 1}, "for_s": 3, "params": {"latency": 100}}

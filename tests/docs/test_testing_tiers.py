@@ -80,8 +80,11 @@ def test_every_make_test_test_the_page_names_exists_outside_e2e() -> None:
 
 def test_the_makefile_runs_the_tiers_as_the_page_says() -> None:
     make = (ROOT / "Makefile").read_text()
-    suite = re.search(r"^test:.*\n\t(.+)$", make, re.M)
-    assert suite is not None and '-m "not e2e"' in suite.group(1) and "--durations=25" in suite.group(1)
+    suite = re.search(r"^test:.*\n\t(.+)\n\t(.+)$", make, re.M)
+    assert suite is not None, "make test runs two pytest stages"
+    fast, spark = suite.groups()
+    assert '-n 2 --ignore=tests/k8s -m "not slow and not e2e"' in fast and "suite-fast" in fast
+    assert '-m "slow and not e2e" --durations=25' in spark and "-n " not in spark and "suite-spark" in spark
     e2e = re.search(r"^e2e:.*\n\t(.+)$", make, re.M)
     assert e2e is not None and "-m e2e" in e2e.group(1) and "--e2e-state=$(E2E_STATE)" in e2e.group(1)
     assert "E2E_STATE ?= runs/e2e-state/passed.tsv" in make and "runs/e2e-state/passed.tsv" in DOC

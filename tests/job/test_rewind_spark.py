@@ -85,6 +85,7 @@ def test_statebed_run_rewound_past_retention_refused_then_resumed(tmp_path: Path
     assert dump(ckpt, 4) == before  # the reprocess rebuilt exactly the state of the abandoned timeline
 
 
+@pytest.mark.e2e
 def test_native_run_rewind_interrupted_then_completed_and_restarted(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     ckpt = run_dir / "spark-checkpoint"

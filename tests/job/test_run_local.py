@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from spark_runs import statebed, summary
 
+from statebed_model.native_state import read_reader_check, write_reader_check
 from statebed_model.rundir import RunDir
 from statebed_store import CommitLog, open_storage
 from statebed_verify import verify_lineage
@@ -17,17 +19,24 @@ pytestmark = pytest.mark.slow
 SMALL = ["--batches", "4", "--rows-per-batch", "3000", "--keyspace", "300", "--json"]
 
 
+@pytest.mark.parametrize("args", [["--workload", "count"], ["--workload", "count", "--native"]], ids=["count-v2", "count-native"])
+def test_a_local_run_verifies(tmp_path: Path, args: list[str]) -> None:
+    run_dir = _a_local_run_verifies(tmp_path, args)
+    if "--native" in args:
+        _a_reader_disagreement_is_caught(RunDir(run_dir))
+
+
+@pytest.mark.e2e
 @pytest.mark.parametrize(
     "args",
-    [
-        ["--workload", "count"],
-        ["--workload", "bucket-collect", "--format", "v1"],
-        ["--workload", "sample3", "--snapshot-interval", "2"],
-        ["--workload", "count", "--native"],
-    ],
-    ids=["count-v2", "bucket-collect-v1", "sample3-v2", "count-native"],
+    [["--workload", "bucket-collect", "--format", "v1"], ["--workload", "sample3", "--snapshot-interval", "2"]],
+    ids=["bucket-collect-v1", "sample3-v2"],
 )
-def test_a_local_run_verifies(tmp_path: Path, args: list[str]) -> None:
+def test_a_local_run_of_the_other_workloads_verifies(tmp_path: Path, args: list[str]) -> None:
+    _a_local_run_verifies(tmp_path, args)
+
+
+def _a_local_run_verifies(tmp_path: Path, args: list[str]) -> Path:
     run_dir = tmp_path / "run"
     proc = statebed("run", "--run-dir", str(run_dir), *SMALL, *args)
     assert proc.returncode == (3 if "--format" in args else 0), proc.stderr[-3000:]
@@ -39,10 +48,32 @@ def test_a_local_run_verifies(tmp_path: Path, args: list[str]) -> None:
     run = RunDir(run_dir)
     assert run.batches("output") == run.batches("input") == [0, 1, 2, 3]
     assert s["records_per_s"] > 0 and s["batch_p50_s"] is not None
+    return run_dir
 
 
-@pytest.mark.parametrize("point", ["driver.sink.before", "driver.batch.end"])
-def test_driver_killed_mid_batch_then_resumed(tmp_path: Path, point: str) -> None:
+def _a_reader_disagreement_is_caught(run: RunDir) -> None:
+    """Positive control of a native run's reader comparison: the same run, with the readers recorded apart."""
+    check = read_reader_check(run)
+    assert check is not None and check.error is None and check.agree is True and check.entries["spark"] > 0, check
+    try:
+        write_reader_check(run, replace(check, agree=False, only_spark=["00"]))
+        report = verify_state(run.root)
+        assert report.valid is False and [a.kind for a in report.anomalies] == ["reader-disagreement"]
+    finally:
+        write_reader_check(run, check)
+    assert verify_state(run.root).valid is True
+
+
+def test_driver_killed_mid_batch_then_resumed(tmp_path: Path) -> None:
+    _driver_killed_mid_batch_then_resumed(tmp_path, "driver.sink.before")
+
+
+@pytest.mark.e2e
+def test_driver_killed_after_the_sink_then_resumed(tmp_path: Path) -> None:
+    _driver_killed_mid_batch_then_resumed(tmp_path, "driver.batch.end")
+
+
+def _driver_killed_mid_batch_then_resumed(tmp_path: Path, point: str) -> None:
     """The driver dies in batch 2 after the commit log (before / after the sink). The resumed
     run finds batch 2 committed, re-emits its output instead of recomputing, and goes on."""
     run_dir = tmp_path / "run"
@@ -91,6 +122,7 @@ def test_bad_input_is_refused_before_any_state_is_written(tmp_path: Path) -> Non
     assert sorted(p.name for p in (first / "checkpoint" / "state" / "0" / "0").iterdir()) == before
 
 
+@pytest.mark.e2e
 @pytest.mark.s3
 def test_a_run_with_its_checkpoint_on_s3(tmp_path: Path, s3_server) -> None:  # type: ignore[no-untyped-def]
     from conftest import s3_settings
@@ -106,19 +138,19 @@ def test_a_run_with_its_checkpoint_on_s3(tmp_path: Path, s3_server) -> None:  # 
     assert verify_lineage(storage).valid is True and verify_state(tmp_path / "run", cfg).valid is True
 
 
-@pytest.mark.parametrize(
-    ("faults", "line"),
-    [
-        ("driver.batch.end=1*off->error(boom)", "statebed run: run failed: failpoint driver.batch.end fired: boom\n"),
-        (
-            "changelog.upload.before=2*off->error(disk)",
-            "statebed run: run failed: the streaming query failed: a task failed: InjectedFault: failpoint changelog.upload.before fired: disk\n",
-        ),
-    ],
-    ids=["in-the-driver", "in-a-task"],
-)
-def test_a_fault_fails_the_run_with_one_line(tmp_path: Path, faults: str, line: str) -> None:
+def test_a_task_fault_fails_the_run_with_one_line(tmp_path: Path) -> None:
     """Spark wraps our errors in its own; the run still exits 4 (run failed) with one line, no trace."""
+    line = "statebed run: run failed: the streaming query failed: a task failed: InjectedFault: failpoint changelog.upload.before fired: disk\n"
+    _a_fault_fails_the_run_with_one_line(tmp_path, "changelog.upload.before=2*off->error(disk)", line)
+
+
+@pytest.mark.e2e
+def test_a_driver_fault_fails_the_run_with_one_line(tmp_path: Path) -> None:
+    line = "statebed run: run failed: failpoint driver.batch.end fired: boom\n"
+    _a_fault_fails_the_run_with_one_line(tmp_path, "driver.batch.end=1*off->error(boom)", line)
+
+
+def _a_fault_fails_the_run_with_one_line(tmp_path: Path, faults: str, line: str) -> None:
     args = ["--batches", "3", "--rows-per-batch", "500", "--keyspace", "50", "--partitions", "1"]
     proc = statebed("run", "--run-dir", str(tmp_path / "run"), *args, env={"STATEBED_FAILPOINTS": faults})
     assert proc.returncode == 4, proc.stderr[-3000:]

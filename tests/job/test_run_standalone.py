@@ -79,6 +79,7 @@ def test_a_slow_task_gets_a_speculative_copy_and_only_one_id_is_committed(tmp_pa
     assert verify_state(run_dir).valid is True
 
 
+@pytest.mark.e2e
 def test_executors_killed_mid_batch_are_replaced_and_the_run_completes(tmp_path: Path) -> None:
     """SIGKILL every executor JVM while batch 3 is held by a stalled task (speculation off, so
     nothing else can finish it): Spark loses the task with its executor, the workers start new
@@ -111,6 +112,7 @@ def test_executors_killed_mid_batch_are_replaced_and_the_run_completes(tmp_path:
     assert cluster.read_state() is None  # the run stopped its cluster
 
 
+@pytest.mark.e2e
 def test_a_paused_executor_gets_speculative_copies(tmp_path: Path) -> None:
     """SIGSTOP the executor that runs attempt 0 of batch 3 / partition 0 (held after its commit
     by --slow-task; found by its marker in that executor's stderr) once the speculative copy

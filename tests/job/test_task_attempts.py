@@ -154,6 +154,7 @@ def test_an_attempt_failed_after_its_commit_is_retried_by_spark_and_recorded(tmp
     assert fired["failpoint"] == "task.commit.after" and fired["task"] == {"batch": 1, "partition": 0, "attempt": 0}
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
 def test_driver_killed_after_the_task_commits_then_resumed(tmp_path: Path) -> None:
     """`driver.tasks.after=[batch=2]1*exit(137)`: the driver dies with batch 2's tasks committed

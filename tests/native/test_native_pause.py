@@ -15,6 +15,7 @@ from statebed_chaos.matrix_presets import PRESETS, plan_cells
 from statebed_chaos.runner import run_experiment
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
 def test_the_matrix_pause_cell_on_native_v2_fires_and_stays_valid(tmp_path: Path) -> None:
     (cell,) = plan_cells(PRESETS["full"], 1, faults=["pause-executor"], workloads=["sample3"], formats=["native-v2"])[0]

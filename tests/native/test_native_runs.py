@@ -22,7 +22,7 @@ from statebed_model.native_state import read_reader_check, write_reader_check
 from statebed_model.rundir import RunDir
 from statebed_verify.state import verify_state
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.e2e]
 
 RUNS = [(w, m) for w in ("bucket-collect", "sample3") for m in ("native-v1", "native-v2")]
 SMALL = ["--batches", "4", "--rows-per-batch", "1500", "--keyspace", "150", "--partitions", "2", "--snapshot-interval", "2"]
@@ -86,6 +86,7 @@ def test_a_reader_disagreement_makes_the_run_invalid(runs: dict[tuple[str, str],
 EXAMPLE = Path(__file__).parents[2] / "examples" / "experiments" / "restart-driver-bucket-collect-native-v1.yaml"
 
 
+@pytest.mark.e2e
 def test_a_native_v1_experiment_runs_with_its_process_fault(tmp_path: Path) -> None:
     """The example experiment (format native-v1): the driver killed at batch 2's trigger fires,
     the resumed run finishes, and the run is judged (state valid, readers agree, baseline equal)."""

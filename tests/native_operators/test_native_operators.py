@@ -22,7 +22,7 @@ import pytest
 import spark_checkpoints as sc
 from checkpoint_helpers import run_cli
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.e2e]
 Capsys = pytest.CaptureFixture[str]
 JOIN_VALUES = "keyWithIndexToValue"
 

@@ -1,23 +1,21 @@
 """Reports of real runs, opened in headless Chromium: the page loads with no console error and no
 network request, the verdict and the anomalies are visible, every plot has data, the timeline's
 fault window is where the history says, and a V1-invalid run shows its anomaly on the lineage
-graph. One V2 `statebed run` and one one-cell matrix (zombie-upload on V1: the positive control)
-are made once for the module; each test saves a screenshot of the report it checks in its tmp dir.
+graph. One V2 `statebed run` is made once for the module; the matrix tests read the session's
+quick matrix (`tests/shared_runs.py`: its V1 positive control, zombie-upload × sample3 × V1, kept); each test saves a screenshot of the report it checks in its tmp dir.
 """
 
 from __future__ import annotations
 
 import json
 import shutil
-import signal
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from browser import Chromium
+from shared_runs import SharedRun, run_statebed
 
 from statebed_model.attempts import read_attempts
 from statebed_report import write_report
@@ -25,47 +23,32 @@ from statebed_verify.history import read_history
 
 pytestmark = pytest.mark.slow
 
-STATEBED = str(Path(sys.executable).parent / "statebed")
 CELL = "zombie-upload-sample3-v1-s1"
 
 # Per Plotly graph on the page: its id and how many points its traces hold in all.
 _PLOTS = "[...document.querySelectorAll('.plotly-graph-div')].map(d => [d.id, d.data.reduce((n, t) => n + (t.x ? t.x.length : 0), 0)])"
 
 
-def _statebed(*args: str, timeout: float = 1200) -> subprocess.CompletedProcess[str]:
-    """The CLI as a user runs it; on a timeout (or Ctrl-C) SIGINT lets it stop what it started."""
-    cmd = [STATEBED, *args]
-    with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as child:
-        try:
-            out, err = child.communicate(timeout=timeout)
-        except BaseException:
-            child.send_signal(signal.SIGINT)
-            child.communicate(timeout=120)
-            raise
-    return subprocess.CompletedProcess(cmd, child.returncode, out, err)
-
-
 @pytest.fixture(scope="module")
 def v2_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A small V2 `statebed run`: it writes its report itself."""
     root = tmp_path_factory.mktemp("v2") / "run"
-    proc = _statebed("run", "--run-dir", str(root), "--batches", "3", "--rows-per-batch", "2000", "--keyspace", "200", "--partitions", "2")
+    proc = run_statebed(
+        "run", "--run-dir", str(root), "--batches", "3", "--rows-per-batch", "2000", "--keyspace", "200", "--partitions", "2"
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert f"report: {root / 'report.html'}" in proc.stdout
     return root
 
 
 @pytest.fixture(scope="module")
-def v1_matrix(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The quick matrix's V1 positive-control cell alone: kept (invalid), with its report and the matrix's."""
-    out = tmp_path_factory.mktemp("matrix") / "m"
-    proc = _statebed("chaos", "matrix", "--quick", "--faults", "zombie-upload", "--formats", "v1", "--out", str(out), "--json")
-    doc = json.loads(proc.stdout)
-    assert doc["runs"][0]["valid"] is False, proc.stderr[-3000:]  # the V1 control, caught
-    # A V1-only matrix proves nothing about V2: it fails by the matrix's rule, and says so.
-    assert proc.returncode == 1 and any("no statebed V2 cell ran" in r for r in doc["summary"]["reasons"]), proc.stderr[-3000:]
-    assert f"report: {out / 'report.html'}" in proc.stderr
-    return out
+def v1_matrix(quick_matrix: SharedRun) -> Path:
+    """The session's quick matrix (`tests/shared_runs.py`): its V1 positive-control cell kept
+    (invalid) with its report; its V2 cells, valid, removed; the matrix's own report."""
+    (run,) = [r for r in quick_matrix.doc["runs"] if r["cell"] == CELL]
+    assert run["valid"] is False, quick_matrix.stderr[-3000:]  # the V1 control, caught
+    assert f"report: {quick_matrix.out / 'report.html'}" in quick_matrix.stderr
+    return quick_matrix.out
 
 
 @pytest.fixture(scope="module")
@@ -152,20 +135,22 @@ def _assert_fault_window(chromium: Chromium, session: str, cell: Path) -> None:
 
 def test_matrix_report(chromium: Chromium, v1_matrix: Path, tmp_path: Path) -> None:
     doc = json.loads((v1_matrix / "matrix.json").read_text())
-    (run,) = doc["runs"]
+    (run,) = [r for r in doc["runs"] if r["cell"] == CELL]
     session, plots = _open(chromium, v1_matrix / "report.html", tmp_path / "matrix-report.png")
     assert set(plots) == {"wall"}
     verdict = _text(chromium, session, "verdict")
-    assert verdict.startswith("Matrix quick: FAIL") and "fails because no statebed V2 cell ran" in verdict, verdict
+    assert verdict.startswith("Matrix quick: PASS") and "V1 positive control caught" in verdict, verdict
     cell = chromium.evaluate(
         session, "(td => [td.className, td.innerText, td.querySelector('a').href])(document.querySelector('#verdict-table td.invalid'))"
     )
     assert cell[:2] == ["invalid", "s1 INVALID"] and cell[2] == (v1_matrix / CELL / "report.html").as_uri()
-    counts = _text(chromium, session, "cells").splitlines()[1].split("\t")
-    assert counts[0] == CELL and counts[3:8] == [
+    rows = {r.split("\t")[0]: r.split("\t") for r in _text(chromium, session, "cells").splitlines()[1:]}
+    assert set(rows) == {r["cell"] for r in doc["runs"]}
+    assert rows[CELL][3:8] == [
         str(run["faults_fired"]),
         *(str(run["observed"][k]) for k in ("speculative_attempts", "task_retries", "driver_restarts", "batch_reruns")),
     ]
+    assert all(rows[r["cell"]][-1] == "removed (valid)" for r in doc["runs"] if r["valid"] is True)
     assert run["observed"]["speculative_attempts"] >= 1  # the zombie is a speculative copy
 
 

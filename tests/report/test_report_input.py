@@ -161,6 +161,17 @@ def test_a_matrix_record_renders_its_verdict_table(tmp_path: Path) -> None:
     assert "removed (valid)" in page
 
 
+def test_a_failing_matrix_record_says_why(tmp_path: Path) -> None:
+    """The matrix's own reasons (a V1-only selection: no statebed V2 cell ran) head its report."""
+    doc = _matrix_doc(None)
+    doc["runs"] = doc["runs"][:1]
+    doc["summary"] |= {"cells": 1, "valid": 0, "v2_all_valid": None, "exit_code": 1}
+    doc["summary"]["reasons"] = ["no statebed V2 cell ran: nothing shows V2 holds under these faults"]
+    (tmp_path / "matrix.json").write_text(json.dumps(doc))
+    page = write_report(tmp_path).read_text()
+    assert "Matrix quick: FAIL" in page and "fails because no statebed V2 cell ran" in page
+
+
 def test_a_matrix_record_naming_a_missing_cell_is_exit_2(tmp_path: Path, capsys: Capsys) -> None:
     kept = tmp_path / "zombie-upload-sample3-v1-s1"
     (tmp_path / "matrix.json").write_text(json.dumps(_matrix_doc(str(kept))))

@@ -147,6 +147,7 @@ def test_off_costs_nothing_without_control() -> None:
     assert failpoints.hit("commitlog.write.before") is False
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
 def test_armed_mid_run_fires_in_a_python_worker_of_a_real_run(tmp_path: Path) -> None:
     """`statebed run` on local[2]: armed after batch 0 through the run's control file, an

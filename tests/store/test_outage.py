@@ -20,6 +20,7 @@ from statebed_store import (
 STORE = StoreId(0, 1)
 
 
+@pytest.mark.e2e
 @pytest.mark.s3
 @pytest.mark.slow
 def test_commits_fail_clearly_during_an_outage_and_nothing_is_lost(tmp_path: Path, options: StoreOptions) -> None:

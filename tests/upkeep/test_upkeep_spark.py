@@ -57,6 +57,7 @@ def test_statebed_run_keeps_the_retained_range_and_records_each_pass(tmp_path: P
     )  # history below retention is gone
 
 
+@pytest.mark.e2e
 def test_spark_checkpoint_orphans_swept_then_spark_restarts_on_it(tmp_path: Path) -> None:
     """A rewound and reprocessed native run leaves the abandoned timeline's files (new ids on the
     rerun): orphans no commit's plan reaches. The sweep deletes exactly those; Spark restarts on
@@ -121,6 +122,7 @@ def test_cleanup_race_fires_and_v2_stays_valid(tmp_path: Path) -> None:
     assert doc["rebuildable"] == [[low, 5]] and 0 < low <= 4  # the retained range (batches 4, 5) and no more history
 
 
+@pytest.mark.e2e
 def test_cleanup_race_on_sparks_store_fires_and_native_v2_stays_valid(tmp_path: Path) -> None:
     exp = load_experiment(Path(__file__).parents[2] / "examples" / "experiments" / "cleanup-race-count-native-v2.yaml")
     res = run_experiment(exp, out_dir=tmp_path / "out", progress=False)

@@ -267,6 +267,7 @@ def test_forged_join_commit_log_names_the_store(native: dict[str, Path], tmp_pat
     assert all("right-keyWithIndexToValue" in a.detail for a in report.anomalies)
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
 def test_a_spark_checkpoint_made_here_verifies_then_fails_when_forged(tmp_path: Path) -> None:
     """A real Spark (pyspark 4.3, local mode) V2 checkpoint: valid as written, invalid once forged."""
