@@ -35,7 +35,10 @@ run: $(STAMP)  ## the main job on the embedded default: local Spark, local check
 # The suite but its e2e tier, in two stages: the tests that start no Spark and no server but the
 # suite's own S3 server, on two pytest-xdist workers; then the real-Spark tests, one at a time
 # (two Spark drivers would share the machine's 2 cores and race each other's fault windows).
-test: check k8s-check jvm  ## lint, type-check, the Kubernetes checks, then the test suite but its e2e tier (starts its own S3 server)
+# Lint + type-check and the Kubernetes checks run side by side (each is one process); their output
+# is printed target by target.
+test: $(STAMP)  ## lint, type-check, the Kubernetes checks, then the test suite but its e2e tier (starts its own S3 server)
+	@$(MAKE) --no-print-directory -j2 --output-sync=target check k8s-check jvm
 	$(call timed,suite-fast,$(BIN)/pytest -q -n 2 --ignore=tests/k8s -m "not slow and not e2e" --durations=10)
 	$(call timed,suite-spark,$(BIN)/pytest -q --ignore=tests/k8s -m "slow and not e2e" --durations=25)
 

@@ -98,6 +98,7 @@ class BatchDriver:
             slow=self.opts.slow_task_spec(),
             seed=self.opts.seed or 0,
             attempts_dir=str(self.run.attempts),
+            drain_uploads=not self.opts.continuous and batch_id == self.opts.batches - 1,
         )
 
     def process(self, batch_id: int, inputs: pa.Table | Callable[[], pa.Table], execute: Execute) -> BatchOutcome:

@@ -60,6 +60,7 @@ class PassRecord:
     files_kept: int = 0  # what the store holds after the pass (state files, sidecars, SSTs), from cleanup's own listing
     bytes_kept: int = 0
     trimmed_below: int | None = None  # store "commits": the log's entries below this batch are deleted (recorded first)
+    final: bool = False  # the pass a clean stop runs once the query has ended (`Maintenance.final_pass`)
 
     def to_json(self) -> dict[str, object]:
         return asdict(self)
@@ -133,6 +134,20 @@ class Maintenance:
             self._thread.join()
             self._thread = None
 
+    def final_pass(self) -> list[PassRecord]:
+        """The query ended cleanly: stop the thread, then clean every store once more at the latest
+        commit (snapshots uploaded since its last pass there let it keep less), each row `final`."""
+        self.stop()
+        self._done.clear()
+        self._all_cleaned = None
+        records: list[PassRecord] = []
+        while self._latest is not None and self._all_cleaned != self._latest:
+            done = self.run_pass(final=True)
+            records += done
+            if not any(r.error is None for r in done):
+                break  # nothing could be cleaned: the next try would fail the same way
+        return records
+
     def _loop(self) -> None:
         while not self._stop.is_set():
             self._wake.wait(timeout=self.interval_s or None)
@@ -142,7 +157,7 @@ class Maintenance:
             self.run_pass()
 
     # -- one pass -------------------------------------------------------------------------
-    def run_pass(self) -> list[PassRecord]:
+    def run_pass(self, *, final: bool = False) -> list[PassRecord]:
         """Clean the stores not yet cleaned at the latest commit, least recently cleaned first,
         until the request budget is spent; never raises."""
         latest = self._latest
@@ -171,6 +186,8 @@ class Maintenance:
         trim = self._plan_trim(counting, latest) if self.trim_log and self._all_cleaned == latest else None
         if trim is not None:
             records.append(trim[0])
+        for r in records:
+            r.final = final
         if self._record(records) and trim is not None and trim[1]:
             self._trim(counting, *trim)
         return records

@@ -342,6 +342,8 @@ def _stream(
             raise
         if query.exception() is not None:
             raise _spark_error(query.exception(), "the streaming query failed", driver)  # type: ignore[arg-type]
+        if maintenance is not None:  # a clean end: what the retention promises, no more
+            maintenance.final_pass()
         if opts.native:  # while the session is up: Spark's state data source against statebed's reader
             from .native_reader import check_readers
 

@@ -76,6 +76,9 @@ RESULT_DDL = ", ".join(
 )
 
 
+DRAIN_TIMEOUT_S = 60.0  # the last batch's wait for its worker's snapshot uploads
+
+
 @dataclass(frozen=True)
 class TaskSpec:
     """Everything a task needs, shipped to executors with the function."""
@@ -91,6 +94,9 @@ class TaskSpec:
     slow: tuple[int, int, int] | None = None  # (batch, partition, ms): make attempt 0 slow after commit
     seed: int = 0  # the run's seed: a task's random choices derive from (seed, batch, partition, attempt)
     attempts_dir: str | None = None  # where each attempt writes its record (None: no records)
+    # the run's last batch: the task waits for its worker's snapshot uploads, so a clean stop leaves
+    # them durable for the run's final maintenance pass (a wait that times out only keeps more files)
+    drain_uploads: bool = False
 
 
 @dataclass(frozen=True)
@@ -232,6 +238,8 @@ def _load_apply_commit(spec: TaskSpec, partition: int, records: pa.Table, attemp
         outputs = workload.apply(txn, records, ctx)
         t_apply = time.perf_counter()
         result = txn.commit()
+    if spec.drain_uploads and not provider.uploader.drain(DRAIN_TIMEOUT_S):
+        log.warning("snapshot uploads still pending at the run's last batch", extra=kv(store=str(provider.store)))
     t_commit = time.perf_counter()
     phases: dict[str, Any] = {
         "load_s": round(t_load - t0, 4),

@@ -80,7 +80,7 @@ def test_every_make_test_test_the_page_names_exists_outside_e2e() -> None:
 
 def test_the_makefile_runs_the_tiers_as_the_page_says() -> None:
     make = (ROOT / "Makefile").read_text()
-    suite = re.search(r"^test:.*\n\t(.+)\n\t(.+)$", make, re.M)
+    suite = re.search(r"^test:.*\n\t@\$\(MAKE\) .*-j2 .*check k8s-check jvm\n\t(.+)\n\t(.+)$", make, re.M)
     assert suite is not None, "make test runs two pytest stages"
     fast, spark = suite.groups()
     assert '-n 2 --ignore=tests/k8s -m "not slow and not e2e"' in fast and "suite-fast" in fast

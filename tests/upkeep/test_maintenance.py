@@ -79,6 +79,26 @@ def test_a_pass_keeps_the_retained_range_and_deletes_the_rest(tmp_path: Path) ->
     assert m.passes == 1 and m.failures == 0
 
 
+def test_the_final_pass_cleans_every_store_again_past_the_budget_and_says_final(tmp_path: Path) -> None:
+    """A clean stop: every store is cleaned once more at the last commit, though each was already
+    cleaned there and the budget allows one store per pass; each row says `final`."""
+    job = job_with_history(tmp_path, batches=6)
+    rows: list[PassRecord] = []
+    m = Maintenance(job.storage, retain=2, interval_s=0, sst_grace_s=0, max_requests=1, on_pass=rows.extend)
+    m.committed(5)
+    assert len(m.run_pass() + m.run_pass()) == 2 and m.run_pass() == []  # both stores clean at batch 5
+    final = m.final_pass()
+    assert sorted(r.store for r in final) == ["state/0/0", "state/0/1"] and all(r.final and r.error is None for r in final)
+    assert rows[-2:] == final and not any(r.final for r in rows[:-2])
+    assert verify_lineage(job.storage).valid
+
+
+def test_a_final_pass_with_nothing_committed_does_nothing(tmp_path: Path) -> None:
+    job = job_with_history(tmp_path, batches=2)
+    m = Maintenance(job.storage, retain=2, interval_s=0, sst_grace_s=0)
+    assert m.final_pass() == [] and m.passes == 0
+
+
 @pytest.mark.parametrize("workload", ["count", "sample3"])  # sample3: every committed version is judged, a trimmed one noted
 def test_the_jobs_pass_trims_the_commit_log_below_the_retained_window_once_recorded(tmp_path: Path, workload: str) -> None:
     """Spark keeps `minBatchesToRetain` log entries; statebed's job too. The trim's row is recorded

@@ -19,6 +19,7 @@ from statebed_chaos.experiment import load_experiment, parse_experiment
 from statebed_chaos.runner import run_experiment
 from statebed_model.rundir import RunDir
 from statebed_store import open_storage
+from statebed_store.naming import parse_state_file
 from statebed_store.rebuild import rebuildability
 
 pytestmark = pytest.mark.slow
@@ -55,6 +56,27 @@ def test_statebed_run_keeps_the_retained_range_and_records_each_pass(tmp_path: P
     assert (
         doc["committed"] == [[trimmed, 7]] and doc["rebuildable"] == [[low, 7]] and trimmed <= low <= 6
     )  # history below retention is gone
+
+
+def test_a_clean_stop_leaves_what_the_retention_promises(tmp_path: Path) -> None:
+    """Issue 35 #6: 14 batches, snapshots every 10 versions, retain 3. The passes during the run
+    come too early for the snapshot of version 10; the final pass of a clean stop (after the last
+    batch's tasks waited for their snapshot uploads) leaves versions 10..14 only: the snapshot the
+    retained batches 11..13 load from, and the changelogs after it."""
+    run_dir = tmp_path / "run"
+    args = ["--batches", "14", "--retain", "3", "--maintenance-interval", "1", "--snapshot-interval", "10"]
+    proc = statebed("run", "--run-dir", str(run_dir), *args, "--rows-per-batch", "500", "--keyspace", "100", "--json")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert all(v["valid"] is True for v in summary(proc)["verdicts"].values())
+    stores = sorted((run_dir / "checkpoint" / "state" / "0").iterdir())
+    assert stores
+    for store in stores:
+        names = [parse_state_file(f.name) for f in store.iterdir()]
+        assert sorted({n.version for n in names if n is not None}) == [10, 11, 12, 13, 14], (store, sorted(f.name for f in store.iterdir()))
+    rows = RunDir(run_dir).maintenance()
+    final = [r for r in rows if r["final"]]
+    assert {r["store"] for r in final} >= {f"state/0/{s.name}" for s in stores} and all(r["error"] is None for r in final)
+    assert all(r["latest_batch"] == 13 for r in final) and rows[-len(final) :] == final  # the last rows, at the last batch
 
 
 @pytest.mark.e2e
