@@ -136,8 +136,12 @@ class Maintenance:
 
     def final_pass(self) -> list[PassRecord]:
         """The query ended cleanly: stop the thread, then clean every store once more at the latest
-        commit (snapshots uploaded since its last pass there let it keep less), each row `final`."""
+        commit (snapshots uploaded since its last pass there let it keep less), each row `final`.
+        A run that committed no more batches than it retains has nothing the retention lets go: it
+        keeps everything, its losing attempts' files too (the evidence a short run is judged on)."""
         self.stop()
+        if self._latest is None or self._latest - self.retain + 1 <= 0:
+            return []
         self._done.clear()
         self._all_cleaned = None
         records: list[PassRecord] = []

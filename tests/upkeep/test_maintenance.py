@@ -99,6 +99,19 @@ def test_a_final_pass_with_nothing_committed_does_nothing(tmp_path: Path) -> Non
     assert m.final_pass() == [] and m.passes == 0
 
 
+def test_a_run_within_its_retention_gets_no_final_pass_and_keeps_its_losing_attempts(tmp_path: Path) -> None:
+    job = job_with_history(tmp_path, batches=4)
+    before = {n for s in discover_stores(job.storage) for n in StoreFiles(job.storage, s).files}
+    m = Maintenance(job.storage, retain=4, interval_s=0, sst_grace_s=0)
+    m.committed(3)
+    assert m.final_pass() == [] and m.passes == 0
+    assert {n for s in discover_stores(job.storage) for n in StoreFiles(job.storage, s).files} == before
+    m = Maintenance(job.storage, retain=3, interval_s=0, sst_grace_s=0)  # one batch more than it retains: the pass runs
+    m.committed(3)
+    records = {r.store: r for r in m.final_pass()}
+    assert records["state/0/0"].final and records["state/0/0"].orphans_deleted > 0  # partition 0's losing attempts
+
+
 @pytest.mark.parametrize("workload", ["count", "sample3"])  # sample3: every committed version is judged, a trimmed one noted
 def test_the_jobs_pass_trims_the_commit_log_below_the_retained_window_once_recorded(tmp_path: Path, workload: str) -> None:
     """Spark keeps `minBatchesToRetain` log entries; statebed's job too. The trim's row is recorded
