@@ -51,6 +51,8 @@ def test_statebed_run_keeps_the_retained_range_and_records_each_pass(tmp_path: P
     assert {r["store"] for r in rows} == {"state/0/0", "state/0/1", "state/0/2", "commits"} and max(r["latest_batch"] for r in rows) >= 6
     trimmed = max(r["trimmed_below"] for r in rows if r["store"] == "commits")  # the log keeps the retained window, as Spark's
     assert s["batches"] == 8 and 0 < trimmed <= 6
+    final = [r for r in rows if r["final"]]  # 8 batches > retain 2: the clean stop's final pass, the log's last rows
+    assert final and rows[-len(final) :] == final and all(r["latest_batch"] == 7 and r["error"] is None for r in final)
     doc = rebuildability(open_storage(run_dir / "checkpoint"))
     low = doc["rebuildable"][0][0]
     assert (
@@ -58,6 +60,7 @@ def test_statebed_run_keeps_the_retained_range_and_records_each_pass(tmp_path: P
     )  # history below retention is gone
 
 
+@pytest.mark.e2e
 def test_a_clean_stop_leaves_what_the_retention_promises(tmp_path: Path) -> None:
     """Issue 35 #6: 14 batches, snapshots every 10 versions, retain 3. The passes during the run
     come too early for the snapshot of version 10; the final pass of a clean stop (after the last
