@@ -6,6 +6,9 @@ valid, removed by the matrix). `tests/chaos/test_matrix.py` judges its verdicts 
 `tests/report/test_report_browser.py` opens its reports. Tests only read a shared run (one that
 writes works on a copy): its directory's digest is taken when the run ends and checked again at
 session end, so a test that changed it fails the session.
+
+`baselines_dir`: the session's fault-free baselines (`statebed chaos ... --baselines DIR`), one
+per baseline key: an experiment whose key a matrix cell shares reuses that cell's baseline.
 """
 
 from __future__ import annotations
@@ -57,10 +60,16 @@ def _read_only(out: Path, run: SharedRun) -> Iterator[SharedRun]:
 
 
 @pytest.fixture(scope="session")
-def quick_matrix(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SharedRun]:
+def baselines_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The session's baselines cache directory (see the module's docstring)."""
+    return tmp_path_factory.mktemp("baselines")
+
+
+@pytest.fixture(scope="session")
+def quick_matrix(tmp_path_factory: pytest.TempPathFactory, baselines_dir: Path) -> Iterator[SharedRun]:
     """The quick matrix on real Spark, once per session (read-only: see the module's docstring)."""
     out = tmp_path_factory.mktemp("quick-matrix") / "m"
-    proc = run_statebed("chaos", "matrix", "--quick", "--json", "--out", str(out))
+    proc = run_statebed("chaos", "matrix", "--quick", "--json", "--out", str(out), "--baselines", str(baselines_dir))
     print(f"quick matrix: exit {proc.returncode}\n{proc.stderr}")
     try:
         doc = json.loads(proc.stdout)

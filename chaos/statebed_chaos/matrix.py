@@ -30,6 +30,7 @@ from statebed_verify.history import read_history
 from statebed_verify.result import is_store_anomaly
 
 from .baseline import baseline_key
+from .baseline_cache import Baselines
 from .experiment import Experiment, load_experiment
 from .matrix_presets import FORMATS, NONDETERMINISTIC, Cell, Skipped
 from .observed import observed_counts
@@ -42,10 +43,10 @@ EXIT_INTERRUPTED = 130
 
 
 # (experiment, seed, out_dir, shared baselines cache) -> result; tests pass a stand-in
-RunCell = Callable[[Experiment, int, Path, dict[Any, Any]], ExperimentResult]
+RunCell = Callable[[Experiment, int, Path, Baselines], ExperimentResult]
 
 
-def run_experiment_cell(exp: Experiment, seed: int, out_dir: Path, baselines: dict[Any, Any]) -> ExperimentResult:
+def run_experiment_cell(exp: Experiment, seed: int, out_dir: Path, baselines: Baselines) -> ExperimentResult:
     """The real cell: the experiment runner (fault-free baseline, faulted run, verifiers)."""
     return run_experiment(exp, seed=seed, out_dir=out_dir, progress=True, baselines=baselines)  # its phases on stderr
 
@@ -251,15 +252,17 @@ def run_matrix(
     run_cell: RunCell = run_experiment_cell,
     keep: bool = False,
     strict_native: bool = False,
+    baselines_dir: Path | None = None,
     log: TextIO = sys.stderr,
 ) -> MatrixResult:
-    """Run `cells` one after another under `out`; one baselines cache for all of them.
+    """Run `cells` one after another under `out`; one baselines cache for all of them (also kept
+    in `baselines_dir` when given: `Baselines`).
 
     Ctrl-C stops at the running cell (the runner stops its processes) and returns a result
     marked interrupted; the directories of valid cells are removed at the end unless `keep`."""
     started = time.monotonic()
     result = MatrixResult(preset, [], skipped, 0.0, strict_native)
-    baselines: dict[Any, Any] = {}
+    baselines = Baselines(baselines_dir)
     try:
         for i, cell in enumerate(cells, 1):
             tag = f"[{i}/{len(cells)}] {cell.fault}/{cell.workload}/{cell.format} seed {cell.seed}"
@@ -279,7 +282,7 @@ def run_matrix(
     return result
 
 
-def _run_one(cell: Cell, cell_dir: Path, run_cell: RunCell, baselines: dict[Any, Any]) -> CellRun:
+def _run_one(cell: Cell, cell_dir: Path, run_cell: RunCell, baselines: Baselines) -> CellRun:
     """Write the cell's experiment file, run what it says; a crash is an unknown cell."""
     started = time.monotonic()
     path = ExperimentDir(cell_dir).experiment
@@ -322,9 +325,9 @@ def _describe(run: CellRun) -> str:
     return f"{_label(run.valid).upper()}: anomalies {what}; faults fired {run.faults_fired}; {baseline}; {run.seconds:.1f} s{why}"
 
 
-def _remove_valid(result: MatrixResult, baselines: dict[Any, Any]) -> None:
+def _remove_valid(result: MatrixResult, baselines: Baselines) -> None:
     """Remove valid cells' directories, except one holding the baseline a kept cell was compared with."""
-    used = [baselines[k].run_dir for r in result.failing() if (k := baseline_key(r.cell.experiment, r.cell.seed)) in baselines]
+    used = [b.run_dir for r in result.failing() if (b := baselines.get(baseline_key(r.cell.experiment, r.cell.seed))) is not None]
     for r in result.runs:
         if r.valid is not True or r.run_dir is None:
             continue

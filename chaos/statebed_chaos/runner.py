@@ -22,7 +22,6 @@ import sys
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 from statebed_model.experimentdir import ExperimentDir, control_file
 from statebed_model.rundir import RunDir
@@ -34,6 +33,7 @@ from statebed_verify import EXIT_CODES, summarise, verify_run
 from statebed_verify.history import History
 
 from .baseline import Baseline, baseline_key, state_view
+from .baseline_cache import Baselines
 from .experiment import Experiment
 from .faults import FaultSpec
 from .harness import EXIT_HARNESS, ExperimentResult, faulted_run, job_command, judge, launch, make_nemesis, storage
@@ -58,7 +58,7 @@ def run_experiment(
     seed: int | None = None,
     out_dir: Path,
     progress: bool = True,
-    baselines: dict[Any, Any] | None = None,
+    baselines: Baselines | None = None,
     k8s: K8sSettings | None = None,
 ) -> ExperimentResult:
     """Run `exp` into `out_dir` (must not hold a run yet). KeyboardInterrupt stops everything, then propagates.
@@ -112,7 +112,7 @@ def _run(
     history: History,
     say: _Progress,
     result: ExperimentResult,
-    baselines: dict[Any, Any] | None,
+    baselines: Baselines | None,
     k8s: K8sSettings | None = None,
 ) -> None:
     faulted = xdir.faulted
@@ -140,15 +140,16 @@ def _baseline(
     env: dict[str, str],
     s3: S3Settings | None,
     say: _Progress,
-    cache: dict[Any, Any] | None,
+    cache: Baselines | None,
     master: str | None = None,
 ) -> Baseline | None:
     if "baseline" not in exp.verifiers:
         return None
     key = baseline_key(exp, seed)
-    if cache is not None and key in cache:
-        say(f"baseline: cached ({cache[key].run_dir})")
-        return cache[key]  # type: ignore[no-any-return]
+    cached = None if cache is None else cache.get(key)
+    if cached is not None:
+        say(f"baseline: cached ({cached.run_dir})")
+        return cached
     run_dir = xdir.baseline
     say("baseline: the same run without faults")
     env = {**env, CONTROL_ENV: str(control_file(run_dir))}
@@ -163,6 +164,6 @@ def _baseline(
             base = Baseline(str(run_dir), state_view(RunDir(run_dir, s3)), summarise(verify_run(run_dir, s3)))
         except StatebedError as e:
             base = Baseline(str(run_dir), None, {}, error=f"the baseline's final state is unreadable: {e}")
-    if cache is not None and base.error is None:
-        cache[key] = base
+    if cache is not None:
+        cache.put(key, base, durable=exp.storage == "local")
     return base

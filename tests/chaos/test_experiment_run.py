@@ -12,13 +12,16 @@ from pathlib import Path
 
 import pytest
 from process_helpers import assert_no_process_left, interrupt_when
+from shared_runs import SharedRun
 
 from statebed_chaos.experiment import parse_experiment
+from statebed_chaos.matrix_presets import PRESETS, plan_cells
 from statebed_chaos.runner import run_experiment
 
 pytestmark = pytest.mark.slow
 
 SMALL = {"batches": 3, "rows_per_batch": 300, "keyspace": 40, "partitions": 2, "seed": 5}
+QUICK_SIZES = ("batches", "rows_per_batch", "keyspace", "partitions", "workers", "cluster", "format", "snapshot_interval")
 
 
 def _write(tmp_path: Path, doc: dict[str, object]) -> Path:
@@ -33,18 +36,23 @@ def _chaos(*args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]
     )
 
 
-def test_fault_free_experiment_is_valid_and_equals_baseline(tmp_path: Path) -> None:
+def test_fault_free_experiment_is_valid_and_equals_baseline(tmp_path: Path, quick_matrix: SharedRun, baselines_dir: Path) -> None:
+    """The quick matrix's restart-driver cell without its fault: the same baseline key, so the
+    session's baselines cache gives the matrix's baseline and no second one runs."""
+    cell = next(c for c in plan_cells(PRESETS["quick"], 1)[0] if c.fault == "restart-driver")
+    exp = {"name": "nofault", "workload": cell.workload, "seed": cell.seed, **{k: getattr(cell.experiment, k) for k in QUICK_SIZES}}
     out = tmp_path / "out"
-    proc = _chaos(str(_write(tmp_path, {"name": "nofault", **SMALL})), "--out", str(out), "--json")
+    proc = _chaos(str(_write(tmp_path, exp)), "--out", str(out), "--json", "--baselines", str(baselines_dir))
     assert proc.returncode == 0, proc.stderr[-2000:]
     doc = json.loads(proc.stdout)
     assert doc["valid"] is True and doc["baseline_equal"] is True and doc["faults_scheduled"] == 0
     assert {"lineage", "state", "attempts", "baseline"} <= doc["checks"].keys()
+    assert "baseline: cached" in proc.stderr and Path(doc["checks"]["baseline"]["run_dir"]).is_relative_to(baselines_dir)
     assert json.loads((out / "verdict.json").read_text())["valid"] is True
     ops = [json.loads(line) for line in (out / "history.jsonl").read_text().splitlines()]
-    assert sum(1 for o in ops if o["type"] == "batch" and o["outcome"] == "ok") == SMALL["batches"]
-    assert sum(1 for o in ops if o["type"] == "task-attempt") >= SMALL["batches"] * SMALL["partitions"]
-    assert "seed: 5" in (out / "experiment.yaml").read_text()
+    assert sum(1 for o in ops if o["type"] == "batch" and o["outcome"] == "ok") == cell.experiment.batches
+    assert sum(1 for o in ops if o["type"] == "task-attempt") >= cell.experiment.batches * cell.experiment.partitions
+    assert f"seed: {cell.seed}" in (out / "experiment.yaml").read_text()
     assert_no_process_left(out)
 
 

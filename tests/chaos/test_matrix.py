@@ -22,6 +22,7 @@ from process_helpers import assert_no_process_left, interrupt_when
 from shared_runs import SharedRun
 
 from statebed_chaos.baseline import Baseline, baseline_key
+from statebed_chaos.baseline_cache import Baselines
 from statebed_chaos.experiment import Experiment, load_experiment
 from statebed_chaos.faults import KINDS
 from statebed_chaos.matrix import EXIT_INTERRUPTED, MatrixResult, fault_caused, run_matrix
@@ -48,7 +49,7 @@ class StandIn:
     fired: int = 1  # faults_fired of every cell (each cell schedules one fault)
     baseline_itself_invalid: list[str] = field(default_factory=list)  # the baseline's own invalid verifiers
 
-    def __call__(self, exp: Experiment, seed: int, out_dir: Path, baselines: dict[Any, Any]) -> ExperimentResult:
+    def __call__(self, exp: Experiment, seed: int, out_dir: Path, baselines: Baselines) -> ExperimentResult:
         key = (exp.faults[0].kind, exp.workload, exp.format)
         self.calls.append((key, seed))
         self.caches.append(id(baselines))
@@ -60,9 +61,9 @@ class StandIn:
         (out_dir / "faulted").mkdir()
         (out_dir / "faulted" / "history.jsonl").write_text("{}\n")
         key = baseline_key(exp, seed)
-        if key not in baselines:  # as the runner does: the first cell of a key runs the baseline
+        if baselines.get(key) is None:  # as the runner does: the first cell of a key runs the baseline
             (out_dir / "baseline").mkdir()
-            baselines[key] = Baseline(str(out_dir / "baseline"), {}, {})
+            baselines.put(key, Baseline(str(out_dir / "baseline"), {}, {}), durable=False)
         anomalies = [] if verdict is True else list(self.anomalies)
         return ExperimentResult(
             name=exp.name,

@@ -20,7 +20,7 @@ from statebed_chaos.runner import ExperimentResult, run_experiment
 from statebed_load.prometheus import PROMETHEUS_HELP, prometheus_binary, prometheus_for_run, set_env
 from statebed_store.errors import UsageError
 
-from ..backend import add_backend_arg, k8s_settings
+from ..backend import add_backend_arg, baselines_cache, k8s_settings
 from ..common import fresh_output_dir, non_negative_int
 from . import chaos_matrix
 from .report import default_report
@@ -55,13 +55,14 @@ def _add_run(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 def run(args: argparse.Namespace) -> int:
     exp = load_experiment(args.experiment)  # its name is a checked path segment
     k8s = k8s_settings(args)  # before the output directory: a bad environment leaves nothing behind
+    cache = baselines_cache(args)
     if args.prometheus:  # refused in one line before anything is created
         prometheus_binary()
         if k8s is not None:
             raise UsageError("--prometheus: local runs only; in a cluster the chart's PodMonitor/ServiceMonitor do this")
     out = fresh_output_dir(args.out or Path("runs") / "chaos" / f"{time.strftime('%Y%m%d-%H%M%S')}-{exp.name}")
     with _prometheus(args.prometheus, out):
-        result = run_experiment(exp, seed=args.seed, out_dir=out, progress=True, k8s=k8s)
+        result = run_experiment(exp, seed=args.seed, out_dir=out, progress=True, baselines=cache, k8s=k8s)
     report = None if args.no_report else default_report("chaos run", result.run_dir)
     if args.json:
         print(json.dumps(result.to_json(), indent=2, default=str))

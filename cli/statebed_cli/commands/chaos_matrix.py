@@ -14,8 +14,8 @@ import argparse
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
+from statebed_chaos.baseline_cache import Baselines
 from statebed_chaos.experiment import Experiment
 from statebed_chaos.k8s_backend import K8sSettings
 from statebed_chaos.matrix import MatrixResult, RunCell, render_table, render_verdict, run_experiment_cell, run_matrix
@@ -24,7 +24,7 @@ from statebed_chaos.runner import ExperimentResult, run_experiment
 from statebed_model.experimentdir import MatrixDir
 from statebed_store.errors import UsageError
 
-from ..backend import add_backend_arg, k8s_settings
+from ..backend import add_backend_arg, baselines_cache, k8s_settings
 from ..common import emit_json, fresh_output_dir
 from .report import default_report
 
@@ -70,10 +70,20 @@ def run(args: argparse.Namespace, run_cell: RunCell = run_experiment_cell) -> in
             f"no cell of the selection applies: {'; '.join(f'{s.fault}/{s.workload}/{s.format}: {s.reason}' for s in skipped)}"
         )
     k8s = k8s_settings(args)  # before the output directory: a bad environment leaves nothing behind
+    cache_dir = baselines_cache(args).directory
     out = _out_dir(args.out, preset.name)
     if k8s is not None and run_cell is run_experiment_cell:
         run_cell = _k8s_cell(k8s)
-    result = run_matrix(cells, skipped, out, preset=preset.name, run_cell=run_cell, keep=args.keep, strict_native=args.strict_native)
+    result = run_matrix(
+        cells,
+        skipped,
+        out,
+        preset=preset.name,
+        run_cell=run_cell,
+        keep=args.keep,
+        strict_native=args.strict_native,
+        baselines_dir=cache_dir,
+    )
     MatrixDir(out).write_record(result.to_json())
     report = None if args.no_report else default_report("chaos matrix", out)
     _report(result, as_json=args.json)
@@ -85,7 +95,7 @@ def run(args: argparse.Namespace, run_cell: RunCell = run_experiment_cell) -> in
 def _k8s_cell(k8s: K8sSettings) -> RunCell:
     """The real cell on the Kubernetes backend."""
 
-    def cell(exp: Experiment, seed: int, out_dir: Path, baselines: dict[Any, Any]) -> ExperimentResult:
+    def cell(exp: Experiment, seed: int, out_dir: Path, baselines: Baselines) -> ExperimentResult:
         return run_experiment(exp, seed=seed, out_dir=out_dir, progress=True, baselines=baselines, k8s=k8s)
 
     return cell
