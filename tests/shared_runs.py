@@ -7,6 +7,11 @@ valid, removed by the matrix). `tests/chaos/test_matrix.py` judges its verdicts 
 writes works on a copy): its directory's digest is taken when the run ends and checked again at
 session end, so a test that changed it fails the session.
 
+`local_v2_run`: `statebed run --json` of count on V2 in local mode (3 partitions, 4 batches),
+with its report: judged by `tests/job/test_run_local.py`, the checkpoint a second run must
+refuse in its bad-input test, opened by the report browser tests, and (copied) damaged by the
+partitioner test.
+
 `baselines_dir`: the session's fault-free baselines (`statebed chaos ... --baselines DIR`), one
 per baseline key: an experiment whose key a matrix cell shares reuses that cell's baseline.
 """
@@ -75,4 +80,20 @@ def quick_matrix(tmp_path_factory: pytest.TempPathFactory, baselines_dir: Path) 
         doc = json.loads(proc.stdout)
     except json.JSONDecodeError:
         pytest.fail(f"the quick matrix printed no JSON (exit {proc.returncode}): {proc.stderr[-3000:]}")
+    yield from _read_only(out, SharedRun(out, proc.returncode, doc, proc.stderr))
+
+
+LOCAL_V2_ARGS = ("--workload", "count", "--batches", "4", "--rows-per-batch", "3000", "--keyspace", "300", "--json")
+
+
+@pytest.fixture(scope="session")
+def local_v2_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SharedRun]:
+    """A small V2 `statebed run` in local mode, once per session (read-only: see the module's docstring)."""
+    out = tmp_path_factory.mktemp("local-v2") / "run"
+    proc = run_statebed("run", "--run-dir", str(out), *LOCAL_V2_ARGS, timeout=600)
+    start = proc.stdout.rfind("\n{")
+    try:
+        doc = json.loads(proc.stdout[start + 1 :] if start >= 0 else proc.stdout)
+    except json.JSONDecodeError:
+        pytest.fail(f"the local V2 run printed no JSON summary (exit {proc.returncode}): {proc.stderr[-3000:]}")
     yield from _read_only(out, SharedRun(out, proc.returncode, doc, proc.stderr))

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
+from shared_runs import SharedRun
 from spark_runs import statebed, summary
 
 from statebed_model.native_state import read_reader_check, write_reader_check
@@ -16,14 +18,18 @@ from statebed_verify.state import verify_state
 
 pytestmark = pytest.mark.slow
 
-SMALL = ["--batches", "4", "--rows-per-batch", "3000", "--keyspace", "300", "--json"]
+SMALL = ["--batches", "4", "--rows-per-batch", "3000", "--keyspace", "300", "--json"]  # LOCAL_V2_ARGS' sizes
 
 
-@pytest.mark.parametrize("args", [["--workload", "count"], ["--workload", "count", "--native"]], ids=["count-v2", "count-native"])
-def test_a_local_run_verifies(tmp_path: Path, args: list[str]) -> None:
-    run_dir = _a_local_run_verifies(tmp_path, args)
-    if "--native" in args:
-        _a_reader_disagreement_is_caught(RunDir(run_dir))
+def test_a_local_v2_run_verifies(local_v2_run: SharedRun) -> None:
+    """The session's shared run (`tests/shared_runs.py`): count on V2, the arguments below."""
+    assert local_v2_run.returncode == 0, local_v2_run.stderr[-3000:]
+    _a_run_verified(local_v2_run.out, local_v2_run.doc, v1=False)
+
+
+def test_a_local_native_run_verifies(tmp_path: Path) -> None:
+    run_dir = _a_local_run_verifies(tmp_path, ["--workload", "count", "--native"])
+    _a_reader_disagreement_is_caught(RunDir(run_dir))
 
 
 @pytest.mark.e2e
@@ -40,15 +46,18 @@ def _a_local_run_verifies(tmp_path: Path, args: list[str]) -> Path:
     run_dir = tmp_path / "run"
     proc = statebed("run", "--run-dir", str(run_dir), *SMALL, *args)
     assert proc.returncode == (3 if "--format" in args else 0), proc.stderr[-3000:]
-    s = summary(proc)
+    _a_run_verified(run_dir, summary(proc), v1="--format" in args)
+    return run_dir
+
+
+def _a_run_verified(run_dir: Path, s: dict[str, Any], *, v1: bool) -> None:
     assert s["batches"] == 4 and s["records"] == 12_000
     assert s["verdicts"]["state"]["valid"] is True
     # V1 has no ids to check: "unknown"; a V2 run (statebed's or Spark's native) must be proven linear
-    assert s["verdicts"]["lineage"]["valid"] == ("unknown" if "--format" in args else True)
+    assert s["verdicts"]["lineage"]["valid"] == ("unknown" if v1 else True)
     run = RunDir(run_dir)
     assert run.batches("output") == run.batches("input") == [0, 1, 2, 3]
     assert s["records_per_s"] > 0 and s["batch_p50_s"] is not None
-    return run_dir
 
 
 def _a_reader_disagreement_is_caught(run: RunDir) -> None:
@@ -97,7 +106,7 @@ def _driver_killed_mid_batch_then_resumed(tmp_path: Path, point: str) -> None:
     assert verify_state(run_dir).valid is True and verify_lineage(storage).valid is True
 
 
-def test_bad_input_is_refused_before_any_state_is_written(tmp_path: Path) -> None:
+def test_bad_input_is_refused_before_any_state_is_written(tmp_path: Path, local_v2_run: SharedRun) -> None:
     proc = statebed("run", "--run-dir", str(tmp_path / "a"), "--workload", "nope")
     assert proc.returncode == 2 and "invalid choice: 'nope'" in proc.stderr
     proc = statebed("run", "--run-dir", str(tmp_path / "b"), "--checkpoint", "s3://bucket/x", "--s3-endpoint", "http://127.0.0.1:9", *SMALL)
@@ -108,9 +117,10 @@ def test_bad_input_is_refused_before_any_state_is_written(tmp_path: Path) -> Non
     proc = statebed("run", "--run-dir", str(tmp_path / "e"), "--conf", "spark.network.timeout=1s", *SMALL)
     assert proc.returncode == 4 and "run failed: Spark did not start" in proc.stderr and "Traceback" not in proc.stderr
     assert not (tmp_path / "e" / "checkpoint").exists()
-    # a checkpoint that already holds another run's history
-    first = tmp_path / "first"
-    assert statebed("run", "--run-dir", str(first), *SMALL).returncode == 0
+    # a checkpoint that already holds another run's history: the session's shared run, which the
+    # refused commands below must leave as it was (its digest is checked again at session end)
+    first = local_v2_run.out
+    assert local_v2_run.returncode == 0 and local_v2_run.doc["batches"] == 4
     proc = statebed("run", "--run-dir", str(tmp_path / "c"), "--checkpoint", str(first / "checkpoint"), *SMALL)
     assert proc.returncode == 2 and "already holds 4 committed batch(es)" in proc.stderr
     assert not (tmp_path / "c" / "run.json").exists()

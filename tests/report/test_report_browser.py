@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 from browser import Chromium
-from shared_runs import SharedRun, run_statebed
+from shared_runs import SharedRun
 
 from statebed_model.attempts import read_attempts
 from statebed_report import write_report
@@ -30,15 +30,11 @@ _PLOTS = "[...document.querySelectorAll('.plotly-graph-div')].map(d => [d.id, d.
 
 
 @pytest.fixture(scope="module")
-def v2_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A small V2 `statebed run`: it writes its report itself."""
-    root = tmp_path_factory.mktemp("v2") / "run"
-    proc = run_statebed(
-        "run", "--run-dir", str(root), "--batches", "3", "--rows-per-batch", "2000", "--keyspace", "200", "--partitions", "2"
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert f"report: {root / 'report.html'}" in proc.stdout
-    return root
+def v2_run(local_v2_run: SharedRun) -> Path:
+    """The session's small V2 `statebed run` (count, 3 partitions, 4 batches): it wrote its report itself."""
+    assert local_v2_run.returncode == 0, local_v2_run.stderr[-3000:]
+    assert (local_v2_run.out / "report.html").is_file()
+    return local_v2_run.out
 
 
 @pytest.fixture(scope="module")
@@ -83,13 +79,13 @@ def test_v2_run_report(chromium: Chromium, v2_run: Path, tmp_path: Path) -> None
     assert _text(chromium, session, "verdict").startswith("Verdict: valid — 0 anomalies")
     assert _text(chromium, session, "anomalies") == "No anomalies."
     assert _bars(chromium, session, "attempt: ") == len(read_attempts(v2_run))  # one bar per task attempt
-    assert _bars(chromium, session, "batch ") == 3
+    assert _bars(chromium, session, "batch ") == 4
     chain = chromium.evaluate(
         session, "document.getElementById('lineage').data.filter(t => t.visible !== false && t.name === 'committed')[0].x"
     )
-    assert chain == [1, 2, 3]  # partition 0's committed versions
+    assert chain == [1, 2, 3, 4]  # partition 0's committed versions
     latency = _text(chromium, session, "latency")
-    assert "task: store commit incl. changelog upload\t6\t" in latency  # 3 batches × 2 partitions
+    assert "task: store commit incl. changelog upload\t12\t" in latency  # 4 batches × 3 partitions
     assert "statebed run --run-dir" in _text(chromium, session, "reproduce")
 
 

@@ -11,16 +11,14 @@ partitioner their metadata implies, and a doctored copy is caught the same way.
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from checkpoint_helpers import run_cli
 from job_helpers import InProcessJob
+from shared_runs import SharedRun
 
 from statebed_job.config import JobOptions
 from statebed_job.task import close_providers
@@ -195,14 +193,12 @@ def test_a_doctored_spark_checkpoint_is_caught(native: dict[str, Path], tmp_path
 
 
 @pytest.mark.slow
-def test_a_real_run_records_its_partitioner_obeys_it_and_a_copied_changelog_is_caught(tmp_path: Path) -> None:
-    """Run under `flock /tmp/statebed-spark.lock`: Spark's own `repartition(3, key)` must agree with the recorded
-    partitioner on every key (else the clean run would be invalid); then the issue's damage on that checkpoint."""
+def test_a_real_run_records_its_partitioner_obeys_it_and_a_copied_changelog_is_caught(tmp_path: Path, local_v2_run: SharedRun) -> None:
+    """The session's shared real run (count, 3 partitions): Spark's own `repartition(3, key)` must agree with the
+    recorded partitioner on every key (else the clean run would be invalid); then the issue's damage on a copy of it."""
+    assert local_v2_run.returncode == 0, local_v2_run.stderr[-3000:]
     run_dir = tmp_path / "run"
-    cmd = [sys.executable, "-m", "statebed_cli.main", "run", "--run-dir", str(run_dir), "--workload", "count", "--partitions", "3"]
-    cmd += ["--batches", "2", "--rows-per-batch", "3000", "--keyspace", "500", "--json"]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env={**os.environ, "STATEBED_LOG_LEVEL": "WARNING"})
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    shutil.copytree(local_v2_run.out, run_dir, symlinks=True)
     ckpt = run_dir / "checkpoint"
     assert json.loads((ckpt / "partitioner.json").read_text())["operators"] == {
         "0": {"scheme": "spark-murmur3", "partitions": 3, "key": "i64be"}
