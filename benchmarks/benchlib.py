@@ -19,7 +19,6 @@ import os
 import pstats
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -31,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from statebed_job.procs import run_to_end
 from statebed_store import CountingStorage, S3Settings, Storage, open_storage
 from statebed_store.storage import S3Storage
 from statebed_store.storage.base import FileInfo
@@ -155,9 +155,7 @@ def statebed_json(argv: Sequence[str], label: str, timeout_s: float = 7200) -> t
     its wall seconds. A non-zero exit raises, naming `label`: a benchmark never times a failed run."""
     environ = {k: v for k, v in os.environ.items() if k not in ("STATEBED_FAILPOINTS", "STATEBED_FAILPOINTS_CONTROL")}
     t0 = time.perf_counter()
-    proc = subprocess.run(
-        [sys.executable, "-m", "statebed_cli.main", *argv], capture_output=True, text=True, env=environ, timeout=timeout_s
-    )
+    proc = run_to_end([sys.executable, "-m", "statebed_cli.main", *argv], env=environ, timeout=timeout_s)
     wall = time.perf_counter() - t0
     if proc.returncode != 0:
         raise RuntimeError(f"{label} exited {proc.returncode}: {proc.stderr[-2000:]}")

@@ -26,6 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import benchlib
 
 from statebed_chaos.matrix import fault_caused
+from statebed_job.procs import run_to_end
 
 ROOT = Path(__file__).resolve().parents[1]
 TESTS = {
@@ -61,21 +62,21 @@ def _locked(args: argparse.Namespace, cmd: list[str]) -> list[str]:
 def run_test(args: argparse.Namespace, test: str, out: Path) -> dict[str, Any]:
     """One pytest run of `test`; its tmp_path under `out` (kept: pytest's own keeps three sessions)."""
     cmd = _locked(args, [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-x", f"--basetemp={out}", test])
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
+    proc = run_to_end(cmd, cwd=ROOT)
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("E ") or " passed" in ln or " failed" in ln]
     return {"caught": proc.returncode == 0, "why": " | ".join(lines[-3:])[:400]}
 
 
 def run_experiment(args: argparse.Namespace, path: str, out: Path) -> dict[str, Any]:
     cmd = _locked(args, [sys.executable, "-m", "statebed_cli.main", "chaos", "run", str(ROOT / path), "--out", str(out), "--json"])
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
+    proc = run_to_end(cmd, cwd=ROOT)
     return judged(out / "verdict.json", proc)
 
 
 def run_matrix_cell(args: argparse.Namespace, flags: list[str], out: Path) -> dict[str, Any]:
     """The matrix narrowed to one V1 cell (it exits 1 itself: no V2 cell proves anything); its cell's verdict."""
     cmd = _locked(args, [sys.executable, "-m", "statebed_cli.main", "chaos", "matrix", *flags, "--keep", "--no-report", "--out", str(out)])
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
+    proc = run_to_end(cmd, cwd=ROOT)
     cells = sorted(out.glob("*/verdict.json"))
     if len(cells) != 1:
         return {"caught": False, "why": f"{len(cells)} cell verdicts (exit {proc.returncode}): {proc.stderr.strip()[-300:]}"}

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 import tempfile
 import time
@@ -33,6 +32,7 @@ import benchlib
 
 from statebed_chaos.faults import KINDS
 from statebed_chaos.matrix_presets import PRESETS, plan_cells
+from statebed_job.procs import run_to_end
 
 GOAL = 0.9
 
@@ -78,7 +78,7 @@ def run_one(args: argparse.Namespace, exp: Any, work: Path) -> dict[str, Any]:
     if args.lock:
         cmd = ["flock", args.lock, *cmd]
     t0 = time.monotonic()
-    proc = subprocess.run(cmd, capture_output=True, text=True)
+    proc = run_to_end(cmd)
     seconds = round(time.monotonic() - t0, 1)
     verdict_path = out / "verdict.json"
     if not verdict_path.is_file():

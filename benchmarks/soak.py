@@ -26,7 +26,6 @@ import argparse
 import contextlib
 import json
 import os
-import subprocess
 import sys
 import threading
 import time
@@ -38,6 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import benchlib
 
+from statebed_job.procs import run_to_end
 from statebed_model.rundir import RunDir
 from statebed_store.naming import COMMITS_DIR, SST_DIR
 
@@ -159,7 +159,7 @@ def run_soak(args: argparse.Namespace, env: benchlib.Env, sizes: dict[str, Any])
         t0 = time.perf_counter()
         watcher.start()
         try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, env=environ, timeout=7200)
+            proc = run_to_end(cmd, env=environ, timeout=7200)
         finally:
             watcher.done.set()
             watcher.join()
@@ -198,7 +198,7 @@ def grace_held(ckpt: str, s3_args: list[str], retain: int) -> dict[str, Any]:
         "--json",
         *s3_args,
     ]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    proc = run_to_end(cmd, timeout=600)
     if proc.returncode != 0:
         return {"error": proc.stderr.strip()[-300:]}
     doc = json.loads(proc.stdout)

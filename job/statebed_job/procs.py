@@ -13,6 +13,9 @@ in log files, its start time and (once its exec has set it up, `identify_started
 command line recorded. Whoever watches a process tree records what it finds with `track`,
 which re-pins a process that exec'd while it is still in the tree. Stopping is here too:
 `Child.stop`/`stop_children` for the processes we started, `stop_all` for recorded trees.
+`run_to_end` runs a command whose output a caller reads whole (a benchmark's runs): on an
+interrupt it asks the command to stop what it started, where `subprocess.run` would KILL it
+and orphan its Spark cluster.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ __all__ = [
     "identify",
     "identify_started",
     "parent_of",
+    "run_to_end",
     "send_signal",
     "spawn",
     "stop_all",
@@ -288,6 +292,39 @@ def spawn(
     if pin:
         child.ident = identify_started(proc.pid)
     return child
+
+
+def run_to_end(
+    cmd: list[str],
+    *,
+    env: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+    timeout: float | None = None,
+    grace_s: float = 120.0,
+) -> subprocess.CompletedProcess[str]:
+    """`cmd` in its own session, its output captured, to its end. On a timeout or an interrupt
+    while waiting: SIGINT (it stops what it started, as on Ctrl-C), up to `grace_s`, then TERM
+    and KILL; the exception is raised again."""
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True, env=env, cwd=cwd, start_new_session=True
+    )
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except BaseException:
+        _interrupt(proc, grace_s)
+        raise
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+
+
+def _interrupt(proc: subprocess.Popen[str], grace_s: float) -> None:
+    """SIGINT, then TERM, then KILL, each given time to end; signalled through the unreaped handle."""
+    for sig, wait in ((signal.SIGINT, grace_s), (signal.SIGTERM, 15.0), (signal.SIGKILL, None)):
+        proc.send_signal(sig)
+        try:
+            proc.communicate(timeout=wait)
+            return
+        except subprocess.TimeoutExpired:
+            continue
 
 
 def stop_children(children: list[Child], grace_s: float = 15.0, kill_wait_s: float = 15.0) -> None:

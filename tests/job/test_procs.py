@@ -6,11 +6,13 @@ import os
 import signal
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
 
-from statebed_job.procs import IdentityMismatch, ProcessIdentity, identify, identify_started, send_signal, stop_all, track
+from statebed_job.procs import IdentityMismatch, ProcessIdentity, identify, identify_started, run_to_end, send_signal, stop_all, track
 
 STUBBORN = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('ready', flush=True); time.sleep(600)"
 
@@ -115,3 +117,51 @@ def test_track_records_a_tree_and_repins_a_process_that_execs(tmp_path: Path) ->
         os.close(read_fd)
         parent.kill()
         parent.wait()
+
+
+# -- run_to_end ------------------------------------------------------------------------------
+
+TRAPS_INT = (
+    "import signal, sys, time, pathlib\n"
+    "d = pathlib.Path(sys.argv[1])\n"
+    "def stop(*_):\n"
+    "    (d / 'stopped').write_text('int')\n"
+    "    sys.exit(130)\n"
+    "signal.signal(signal.SIGINT, stop if sys.argv[2] == 'obeys' else signal.SIG_IGN)\n"
+    "(d / 'ready').write_text('')\n"
+    "time.sleep(600)\n"
+)
+
+
+def _interrupt_main_when(path: Path) -> threading.Thread:
+    """Ctrl-C in this (main) thread once `path` exists: the child has set up its handler."""
+
+    def watch() -> None:
+        while not path.exists():
+            time.sleep(0.02)
+        signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGINT)  # a real signal: EINTR wakes the wait
+
+    t = threading.Thread(target=watch, daemon=True)
+    t.start()
+    return t
+
+
+def test_run_to_end_captures_the_output_and_the_exit_code() -> None:
+    proc = run_to_end([sys.executable, "-c", "import sys; print('out'); print('err', file=sys.stderr); sys.exit(3)"])
+    assert (proc.returncode, proc.stdout, proc.stderr) == (3, "out\n", "err\n")
+
+
+def test_an_interrupt_asks_the_command_to_stop_and_waits_for_it(tmp_path: Path) -> None:
+    watcher = _interrupt_main_when(tmp_path / "ready")
+    with pytest.raises(KeyboardInterrupt):
+        run_to_end([sys.executable, "-c", TRAPS_INT, str(tmp_path), "obeys"])
+    watcher.join()
+    assert (tmp_path / "stopped").read_text() == "int"  # it ran its own cleanup: not killed
+
+
+def test_a_command_that_ignores_the_interrupt_is_terminated(tmp_path: Path) -> None:
+    watcher = _interrupt_main_when(tmp_path / "ready")
+    with pytest.raises(KeyboardInterrupt):
+        run_to_end([sys.executable, "-c", TRAPS_INT, str(tmp_path), "ignores"], grace_s=0.2)
+    watcher.join()
+    assert not (tmp_path / "stopped").exists()
