@@ -39,6 +39,12 @@ class CommitRecord:
         """The state version this batch committed."""
         return self.batch_id + 1
 
+    def partition_count(self, operator: int) -> int | None:
+        """How many partitions this batch committed for `operator` (None: V1, or the operator absent).
+        A repartition (Spark 4.2+ `repartition`) changes it from one batch to the next."""
+        parts = None if not self.state_ids else self.state_ids.get(operator)
+        return None if parts is None else len(parts)
+
     def id_for(self, operator: int, partition: int, store_index: int = 0) -> str | None:
         """The committed id of one store, or None (V1 commit, or not recorded)."""
         if not self.state_ids:

@@ -149,6 +149,12 @@ def committed_ref(storage: Storage, store: StoreId, siblings: list[str] | None =
     rec = log.read(b)
     if rec is None:
         raise UsageError(f"batch {b} is not committed in {storage.display(COMMITS_DIR)}")
+    count = rec.partition_count(store.operator)
+    if count is not None and store.partition >= count:
+        raise UsageError(
+            f"{storage.display(log.path(b))}: batch {b} committed {count} partition(s) of operator {store.operator}, "
+            f"so {store} is not part of it (the partition count changed: a repartition)"
+        )
     idx = store_index(store, siblings or [store.store_name])
     cid = rec.id_for(store.operator, store.partition, idx)
     if cid is None and rec.state_ids is not None:  # a V2 commit without this store: not a V1 load by version
@@ -156,6 +162,18 @@ def committed_ref(storage: Storage, store: StoreId, siblings: list[str] | None =
             f"{storage.display(log.path(b))}: batch {b} is a V2 commit but records no checkpoint id for {store}; pass --version and --id"
         )
     return CheckpointRef(rec.version, cid)
+
+
+def stores_of_batch(storage: Storage, stores: list[StoreId], batch: int | None) -> tuple[list[StoreId], dict[int, int]]:
+    """Those of `stores` that committed batch `batch` (None: the latest) took part in, and that batch's
+    partition count per operator (empty for V1): a repartition changes both from batch to batch."""
+    log = CommitLog(storage)
+    ids = log.batch_ids()
+    rec = log.read(ids[-1] if batch is None else batch) if ids else None
+    if rec is None:
+        return stores, {}
+    counts = {s.operator: n for s in stores if (n := rec.partition_count(s.operator)) is not None}
+    return [s for s in stores if s.partition < counts.get(s.operator, s.partition + 1)], counts
 
 
 def _siblings(stores: list[StoreId], store: StoreId) -> list[str]:

@@ -73,7 +73,7 @@ def check_file(files: StoreFiles, partitioner: Partitioner, ref: CheckpointRef, 
             return e
         return None
 
-    return files.checked_once(("partition keys", files.display(ref, kind)), check)
+    return files.checked_once(("partition keys", f"{files.display(ref, kind)} over {partitioner.partitions}"), check)
 
 
 def check_plan_keys(files: StoreFiles, plan: LoadPlan, partitioner: Partitioner) -> None:

@@ -25,7 +25,7 @@ import hashlib
 import json
 import struct
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -74,6 +74,10 @@ class Partitioner:
 
     def to_json(self) -> dict[str, Any]:
         return {"scheme": self.scheme, "partitions": self.partitions, "key": self.key}
+
+    def with_partitions(self, count: int | None) -> Partitioner:
+        """The same routing over `count` partitions (None: as recorded): a batch after a repartition."""
+        return self if count is None or count == self.partitions else replace(self, partitions=count)
 
     @classmethod
     def from_json(cls, doc: Any, *, file: str, origin: str) -> Partitioner:

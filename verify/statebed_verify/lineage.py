@@ -278,12 +278,17 @@ def _lineage_of(files: StoreFiles, ref: CheckpointRef) -> Lineage | None:
 def _check_store(ctx: _Context, store: StoreId, idx: int) -> None:
     committed: dict[int, str | None] = {}
     v1_versions: set[int] = set()
+    absent: dict[int, int] = {}  # version -> its batch's partition count, where this partition is not among them
     for rec in ctx.commits.values():
+        count = rec.partition_count(store.operator)
         if rec.state_ids is None:
             v1_versions.add(rec.version)
+        elif count is not None and store.partition >= count:
+            absent[rec.version] = count  # a repartition: this store is not part of that batch
         else:
             committed[rec.version] = rec.id_for(store.operator, store.partition, idx)
     if not committed and not v1_versions:
+        ctx.notes += _repartition_note(store, absent)
         return
     files = StoreFiles(ctx.storage, store, cache=ctx.cache)
     latest = max(committed.keys() | v1_versions)
@@ -307,11 +312,24 @@ def _check_store(ctx: _Context, store: StoreId, idx: int) -> None:
     for ref in planned:
         needed |= _check_plan(ctx, store, files, ref)
     read = [CheckpointRef(v, committed[v]) for v in checked if committed[v] is not None] + [CheckpointRef(v) for v in sorted(loadable)]
-    ctx.anomalies += partition_anomalies(ctx.partitioning, store, files, read, planned)
+    counts = {r.version: n for r in ctx.commits.values() if (n := r.partition_count(store.operator)) is not None}
+    ctx.anomalies += partition_anomalies(ctx.partitioning, store, files, read, planned, counts)
     ctx.keys.add(store, files, read)
     snaps = sorted({CheckpointRef(n.version, n.id) for n in needed if n.kind == SNAPSHOT and n.id is not None})
     ctx.anomalies += snapshot_anomalies(ctx.storage, store, files, snaps)
-    _collect_orphans(ctx, store, files, committed, latest, needed)
+    _collect_orphans(ctx, store, files, committed, latest, needed, absent)
+    ctx.notes += _repartition_note(store, absent)
+
+
+def _repartition_note(store: StoreId, absent: dict[int, int]) -> list[str]:
+    """Where kept batches committed fewer partitions than this one's number: a repartition."""
+    if not absent:
+        return []
+    counts = sorted(set(absent.values()))
+    return [
+        f"{store}: not part of the batches committing version(s) {_ranges(sorted(absent))} "
+        f"({', '.join(map(str, counts))} partition(s) for operator {store.operator}: the partition count changed, a repartition)"
+    ]
 
 
 def _has_file(files: StoreFiles, ref: CheckpointRef) -> bool:
@@ -434,7 +452,13 @@ def _check_version(
 
 
 def _collect_orphans(
-    ctx: _Context, store: StoreId, files: StoreFiles, committed: dict[int, str | None], latest: int, needed: set[StateFileName]
+    ctx: _Context,
+    store: StoreId,
+    files: StoreFiles,
+    committed: dict[int, str | None],
+    latest: int,
+    needed: set[StateFileName],
+    absent: dict[int, int],
 ) -> None:
     """Every state file no retained plan reads and no kept commit names, with why (`retention`)."""
     by_ref: dict[CheckpointRef, list[str]] = {}
@@ -456,12 +480,14 @@ def _collect_orphans(
                 "version": ref.version,
                 "id": ref.id,
                 "files": paths,
-                "why": _orphan_why(ctx, ref, latest),
+                "why": _orphan_why(ctx, ref, latest, absent),
             }
         )
 
 
-def _orphan_why(ctx: _Context, ref: CheckpointRef, latest: int) -> str:
+def _orphan_why(ctx: _Context, ref: CheckpointRef, latest: int, absent: dict[int, int]) -> str:
+    if ref.version in absent:
+        return f"left behind by a repartition: the batch committing version {ref.version} has {absent[ref.version]} partition(s)"
     if ref.version > latest:
         return "never committed (batch not committed yet, or the driver died)"
     if ctx.window.required(ref.version):

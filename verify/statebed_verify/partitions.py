@@ -8,6 +8,8 @@ cannot be read are left to the checks that report them.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from statebed_store import CheckpointRef, StoreFiles, StoreId
 from statebed_store.errors import StatebedError
 from statebed_store.naming import CHANGELOG, DEFAULT_STORE, SNAPSHOT
@@ -34,12 +36,19 @@ def _plan_snapshot(files: StoreFiles, ref: CheckpointRef) -> CheckpointRef | Non
 
 
 def partition_anomalies(
-    parts: Partitioning, store: StoreId, files: StoreFiles, committed: list[CheckpointRef], planned: list[CheckpointRef]
+    parts: Partitioning,
+    store: StoreId,
+    files: StoreFiles,
+    committed: list[CheckpointRef],
+    planned: list[CheckpointRef],
+    counts: Mapping[int, int] | None = None,
 ) -> list[Anomaly]:
-    """A `misplaced-key` anomaly per file of `store` holding keys of another partition."""
-    partitioner = parts.get(store)
-    if partitioner is None:
+    """A `misplaced-key` anomaly per file of `store` holding keys of another partition
+    (`counts`: version -> partition count of the batch that committed it)."""
+    recorded = parts.get(store)
+    if recorded is None:
         return []
+    counts = counts or {}
     snapshots = [s for s in (_plan_snapshot(files, r) for r in planned) if s is not None]
     todo = [(r, _kind(files, r)) for r in committed] + [(s, SNAPSHOT) for s in snapshots]
     out, seen = [], set()
@@ -48,7 +57,7 @@ def partition_anomalies(
             continue
         seen.add((ref, kind))
         try:
-            err = check_file(files, partitioner, ref, kind)
+            err = check_file(files, recorded.with_partitions(counts.get(ref.version)), ref, kind)
         except StatebedError:
             continue  # unreadable: the lineage check names it
         if err is not None:

@@ -9,7 +9,7 @@ from collections.abc import Iterable
 
 from statebed_store.column_families import in_family, select_column_family
 from statebed_store.errors import UsageError
-from statebed_store.inspection import dump_state, render_bytes, resolve_target
+from statebed_store.inspection import dump_state, render_bytes, resolve_target, stores_of_batch
 from statebed_store.naming import StoreId
 from statebed_store.partition_check import checked_items
 from statebed_store.partitioner import checkpoint_partitioning
@@ -81,14 +81,17 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError("--version needs --operator and --partition (ids differ per store); use --batch for every store")
         batch, parts = args.batch, checkpoint_partitioning(storage)
         all_stores = select_stores(storage, None, None, None)
-        for store in all_stores:
+        in_batch, counts = stores_of_batch(storage, all_stores, batch)
+        for store in in_batch:
             if batch is None:
                 ref = resolve_target(storage, store, None, None)
                 items = dump_state(storage, store, ref)
             else:
                 ref, items = state_at_batch(storage, store, batch)
             where = {"operator": store.operator, "partition": store.partition, "store": store.store_name}
-            checked = checked_items(storage, store, ref, items, parts.get(store))  # nothing served when misplaced
+            partitioner = parts.get(store)
+            partitioner = None if partitioner is None else partitioner.with_partitions(counts.get(store.operator))
+            checked = checked_items(storage, store, ref, items, partitioner)  # nothing served when misplaced
             for key, value in _family(storage, store, all_stores, args.state_var, checked):
                 out.write(_line(key, value, where))
         return EXIT_OK

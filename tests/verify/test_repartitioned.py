@@ -1,0 +1,87 @@
+"""Checkpoints Spark 4.3 repartitioned offline (`spark._streamingCheckpointManager.repartition`,
+issue 35 #5): the partition count changes at a batch of its own, and every check reads the count
+of the batch that committed a version. Fixtures made once by `tests/fixtures/make_native_fixtures.py
+--repartition AT:N` (committed tarballs): `up`, agg and dedup_agg grown from 3 to 5 partitions as
+batch 5; `down`, agg shrunk from 5 to 2 partitions as batch 5."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tarfile
+from pathlib import Path
+
+import pytest
+from checkpoint_helpers import run_cli
+
+from statebed_store import CommitLog, StoreFiles, StoreId, open_storage
+from statebed_store.partitioner import checkpoint_partitioning
+from statebed_verify import verify_lineage
+from statebed_verify.partitions import partition_anomalies
+
+NATIVE = Path(__file__).parents[1] / "fixtures" / "native"
+FIXTURES = {"up": "spark-4.3.0-repartitioned", "down": "spark-4.3.0-repartitioned-down"}
+CASES = [("up", "agg", 3, 5), ("up", "dedup_agg", 3, 5), ("down", "agg", 5, 2)]
+
+
+def extracted(tmp_path: Path, which: str) -> Path:
+    with tarfile.open(NATIVE / f"{FIXTURES[which]}.tar.gz") as tar:
+        tar.extractall(tmp_path, filter="data")
+    return tmp_path / FIXTURES[which]
+
+
+@pytest.mark.parametrize(("which", "query", "before", "after"), CASES)
+def test_a_repartitioned_checkpoint_is_valid_under_each_batchs_partition_count(
+    tmp_path: Path, which: str, query: str, before: int, after: int
+) -> None:
+    root = extracted(tmp_path, which) / query
+    storage = open_storage(root)
+    log = CommitLog(storage)
+    assert [log.read(b).partition_count(0) for b in log.batch_ids()] == [before] * 5 + [after] * 4  # type: ignore[union-attr]
+    report = verify_lineage(storage, all_versions=True)
+    assert report.valid is True, report.to_json()["anomalies"]
+    assert not report.orphans and not [n for n in report.notes if "partition check not made" in n], report.notes
+    gone = range(after, before) if before > after else range(before, after)
+    versions = "6..9" if before > after else "1..5"
+    for p in gone:  # the partitions a side of the repartition does not have
+        assert any(f"partition {p} store default: not part of the batches committing version(s) {versions}" in n for n in report.notes)
+
+
+def test_a_key_is_checked_against_the_count_of_the_batch_that_committed_it(tmp_path: Path) -> None:
+    """Partition 4's files after the repartition hold keys Murmur3 routes to 4 of 5: under the
+    count the operator's metadata still records (3) every one of them would be misplaced."""
+    storage = open_storage(extracted(tmp_path, "up") / "agg")
+    store = StoreId(0, 4)
+    files = StoreFiles(storage, store)
+    refs = [r for r in files.refs() if r.version in (6, 7, 9)]  # version 8 changed no key of this partition
+    parts = checkpoint_partitioning(storage)
+    assert parts.get(store) is not None and parts.get(store).partitions == 3  # type: ignore[union-attr]
+    assert partition_anomalies(parts, store, files, refs, [], {r.version: 5 for r in refs}) == []
+    wrong = partition_anomalies(parts, store, files, refs, [], {r.version: 3 for r in refs})
+    assert {a.version for a in wrong} == {r.version for r in refs} and all(a.kind == "misplaced-key" for a in wrong)
+
+
+def test_a_file_past_the_drop_of_its_partition_is_left_behind_by_the_repartition(tmp_path: Path) -> None:
+    root = extracted(tmp_path, "down") / "agg"
+    store = root / "state" / "0" / "3"
+    (five,) = [f for f in store.iterdir() if f.name.startswith("5_") and f.name.endswith(".changelog")]
+    stray = store / "7_0b7e3c1a-0000-4000-8000-000000000007.changelog"
+    shutil.copyfile(five, stray)
+    report = verify_lineage(open_storage(root))
+    assert report.valid is True, report.to_json()["anomalies"]
+    (orphan,) = report.orphans
+    assert (orphan["partition"], orphan["version"]) == (3, 7)
+    assert orphan["why"] == "left behind by a repartition: the batch committing version 7 has 2 partition(s)"
+
+
+def test_dump_serves_the_stores_of_the_batch_it_names(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    root = extracted(tmp_path, "up") / "agg"
+    for batch, parts in ((3, {0, 1, 2}), (8, {0, 1, 2, 3, 4})):
+        code, out, err = run_cli(capsys, "dump", str(root), "--batch", str(batch))
+        assert code == 0, err
+        rows = [json.loads(line) for line in out.splitlines()]
+        assert {r["partition"] for r in rows} <= parts and len(rows) == len({r.get("key", r.get("key_b64")) for r in rows})
+    expected = json.loads((root.parent / "agg.expected.json").read_text())["counts"]
+    assert len(rows) == len(expected)  # the final state: each key once, across the five partitions
+    code, _, err = run_cli(capsys, "dump", str(root), "--operator", "0", "--partition", "4", "--batch", "2")
+    assert code == 2 and "batch 2 committed 3 partition(s) of operator 0" in err and "a repartition" in err
