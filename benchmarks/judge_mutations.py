@@ -144,6 +144,8 @@ def needed_files(root: Path) -> tuple[set[str], set[str], set[str]]:
             if not window.required(ref.version):  # Spark's one version more: vouched for where present, may be gone
                 own = {StateFileName(ref.version, ref.id, k) for k in (CHANGELOG, SNAPSHOT) if files.has(ref, k)}
                 names |= own
+            if (count := rec.partition_count(s.operator)) is not None and s.partition >= count:
+                continue  # a repartition: this batch has no such partition
                 optional.update(s.path(n.name) for n in own)
                 continue
             plan, _ = loadable_plan(files, ref)

@@ -85,13 +85,16 @@ class CleanupReport:
 def retained_versions(
     log_: CommitLog, store_index: int, operator: int, partition: int, latest_batch: int, keep: int
 ) -> list[CheckpointRef]:
-    """The committed `(version, id)` of the last `keep` batches up to `latest_batch`, from the commit log."""
+    """The committed `(version, id)` of the last `keep` batches up to `latest_batch`, from the commit log
+    (a batch with fewer partitions than `partition` + 1, after a repartition, retains nothing of it)."""
     out = []
     for b in range(max(0, latest_batch - keep + 1), latest_batch + 1):
         rec = log_.read(b)
         if rec is None:
             raise StatebedError(f"batch {b} is missing from {log_.storage.display(COMMITS_DIR)}; cleanup needs every retained batch")
-        out.append(CheckpointRef(rec.version, rec.id_for(operator, partition, store_index)))
+        count = rec.partition_count(operator)
+        if count is None or partition < count:
+            out.append(CheckpointRef(rec.version, rec.id_for(operator, partition, store_index)))
     return out
 
 

@@ -5,7 +5,8 @@ Spark says which batches a query could still be rewound to. A committed batch `b
 rebuildable for a store when the `(b+1, id)` its commit names has a plan whose every file
 is present and passes the checks a load makes (`plan.loadable_plan`: sidecars, records,
 SST contents), and whose every key belongs to the store's partition under the partitioner
-the checkpoint records (`partitioner`; a note when none is known). One `StoreFiles` per
+the checkpoint records (`partitioner`; a note when none is known), over the partition count of
+that batch (a store a repartitioned batch does not have is not checked at it). One `StoreFiles` per
 store serves all its batches, so each file is read and checked once however many plans
 share it. Spark-free and read-only.
 """
@@ -71,11 +72,17 @@ def batch_check(files: StoreFiles, store: StoreId, index: int, rec: CommitRecord
 def _store_checks(
     storage: Storage, stores: list[StoreId], commits: dict[int, CommitRecord], parts: Partitioning
 ) -> dict[StoreId, list[BatchCheck]]:
+    """Each store's check at each committed batch it took part in (a repartition changes which
+    partitions a batch has, and the count its keys are routed over)."""
     out = {}
     for store in stores:
         siblings = [s.store_name for s in stores if (s.operator, s.partition) == (store.operator, store.partition)]
-        files, idx = StoreFiles(storage, store), store_index(store, siblings)
-        out[store] = [batch_check(files, store, idx, commits[b], parts.get(store)) for b in sorted(commits)]
+        files, idx, recorded = StoreFiles(storage, store), store_index(store, siblings), parts.get(store)
+        out[store] = [
+            batch_check(files, store, idx, rec, None if recorded is None else recorded.with_partitions(n))
+            for rec in (commits[b] for b in sorted(commits))
+            if (n := rec.partition_count(store.operator)) is None or store.partition < n
+        ]
     return out
 
 
@@ -133,7 +140,7 @@ def require_rebuildable(storage: Storage, batch: int) -> list[BatchCheck]:
     if batch not in commits:
         raise UnplannableError(f"batch {batch}", f"it is not committed in {storage.display(COMMITS_DIR)}")
     stores = discover_stores(storage)
-    checks = [cs[0] for cs in _store_checks(storage, stores, {batch: commits[batch]}, checkpoint_partitioning(storage)).values()]
+    checks = [c for cs in _store_checks(storage, stores, {batch: commits[batch]}, checkpoint_partitioning(storage)).values() for c in cs]
     for c in checks:
         if not c.ok:
             raise UnplannableError(f"batch {batch} of {c.store}", f"{c.error}", missing=[c.file] if c.file else [])
