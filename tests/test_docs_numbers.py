@@ -16,7 +16,7 @@ from statebed_load.run import LoadOptions
 ROOT = Path(__file__).resolve().parents[1]
 CHAOS_DOC = (ROOT / "docs" / "chaos.md").read_text()  # the matrix's reference page (moved from the README)
 BENCH_README = (ROOT / "benchmarks" / "README.md").read_text()
-SPAWNS = ("subprocess", "run_load", "Popen", "statebed_json")  # how a benchmark starts a measurement as its own process
+SPAWNS = ("subprocess", "run_load", "Popen", "statebed_json", "run_to_end")  # how a benchmark starts a measurement as its own process
 WORDS = {4: "four", 5: "five", 6: "six", 7: "seven", 8: "eight", 9: "nine", 10: "ten"}
 
 
