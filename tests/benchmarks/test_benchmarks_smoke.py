@@ -129,6 +129,18 @@ def test_verify_lineage(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
     assert gated["value"] == pytest.approx(m["median_s"]["verify (latest plans)"] / m["median_s"]["read every file"], rel=0.01)
 
 
+def test_cross_partition(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    res = run("cross_partition", tmp_path, capsys)
+    m = res["metrics"]
+    assert m["verdicts_right"] is True and m["found"]["check, one key in two partitions"] == 1
+    assert all(v > 0 for v in m["median_s"].values()) and all(v > 0 for v in m["peak_mib"].values())
+    (gated,) = [r for r in res["ratios"] if r["goal_op"] is not None]
+    assert gated["baseline"] == "one Python set of every key"
+    assert gated["value"] == pytest.approx(
+        m["median_s"]["check, lists (verify state)"] / m["median_s"]["one set of every key (baseline)"], rel=0.01
+    )
+
+
 @pytest.mark.e2e
 @pytest.mark.slow
 def test_job_throughput(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -3,8 +3,9 @@
 The damage: partition 1's committed version-1 changelog copied, with its sidecar, over
 partition 0's, in a checkpoint written before sidecars named their store (so no sidecar or
 lineage check can tell: version 1's lineage is empty in every partition). The lineage and
-state verifiers report a `misplaced-key` anomaly, `ls --rebuildable` no longer vouches for
-partition 0, and `dump` refuses to serve it. Spark's own checkpoints stay valid under the
+state verifiers report a `misplaced-key` anomaly (and `cross-partition-key`: partition 1
+holds those keys too), `ls --rebuildable` no longer vouches for partition 0, and `dump`
+refuses to serve it. Spark's own checkpoints stay valid under the
 partitioner their metadata implies, and a doctored copy is caught the same way.
 """
 
@@ -103,6 +104,9 @@ def test_a_changelog_copied_from_another_partition_is_caught(job: InProcessJob, 
     assert state.valid is False
     [m] = [a for a in state.anomalies if a.kind == "misplaced-key"]
     assert (m.partition, m.version) == (0, 3) and m.keys
+    [x] = [a for a in state.anomalies if a.kind == "cross-partition-key"]  # partition 1 holds them too, no hash needed
+    assert (x.partition, x.version) == (0, 3) and "partitions 0, 1 of operator 0 at version 3" in x.detail, x
+    assert x.keys and set(x.keys) <= {k.hex() for k in foreign}
 
     code, out, err = run_cli(capsys, "ls", s.url, "--rebuildable", "--json")
     doc = json.loads(out)

@@ -13,13 +13,13 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 from checkpoint_helpers import run_cli
-from job_helpers import InProcessJob, records
+from job_helpers import InProcessJob, partition_of, records
 
 from statebed_job.config import JobOptions
 from statebed_job.task import TaskResult, TaskSpec, close_providers, run_partition
 from statebed_model.rundir import table_bytes
 from statebed_model.sources import IngestSource
-from statebed_store import default_uploader, failpoints
+from statebed_store import StoreId, default_uploader, failpoints
 from statebed_verify.state import verify_state
 
 
@@ -263,3 +263,52 @@ def test_appendix_four_of_three(tmp_path: Path, mode: str) -> None:
         assert {"sample-oversize", "sample-foreign-element", "sample-undersize", "output-mismatch"} & kinds(report), report.anomalies
     else:
         assert report.valid is True, report.anomalies
+
+
+# -- the cross-partition key invariant on the final state (issue 35) -----------------------------
+
+
+def misroute(job: InProcessJob, key: int, src: int, dst: int) -> Callable:  # type: ignore[type-arg]
+    """Batch schedule: the first record of `key` in partition `src` is handed to partition `dst`'s task
+    instead (a shuffle that routed one record wrong); every other record goes where it belongs."""
+
+    def schedule(spec: TaskSpec, parts: list[pa.Table]) -> list[TaskResult]:
+        i = parts[src]["key"].to_pylist().index(key)
+        parts = [*parts]
+        parts[dst] = pa.concat_tables([parts[dst], parts[src].slice(i, 1)])
+        parts[src] = pa.concat_tables([parts[src].slice(0, i), parts[src].slice(i + 1)])
+        return [run_partition(job.executor("e0", spec), p, parts[p]) for p in range(spec.partitions)]
+
+    return schedule
+
+
+@pytest.mark.parametrize("mode", ["v2", "v1"])
+def test_a_key_in_two_partitions_of_the_final_state_is_caught(tmp_path: Path, mode: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """Positive control: at the last batch one record of a key partition 1 updates in that batch reaches
+    partition 0 instead. Both final states load; the key is in two partitions at the final version.
+    Negative control: the same run with every record routed right is valid."""
+    opts = JobOptions(workload="count", mode=mode, batches=3, partitions=3, rows_per_batch=300, keyspace=60, snapshot_interval=2)
+    clean, bad = InProcessJob(tmp_path / "clean", opts), InProcessJob(tmp_path / "bad", opts)
+    for b in range(3):
+        assert clean.batch(b).status == "committed"
+    for b in range(2):
+        assert bad.batch(b).status == "committed"
+    keys = partition_of(bad.source.records(["000002.parquet"]), 3)[1]["key"].to_pylist()
+    key = next(k for k in keys if keys.count(k) > 1)  # partition 1 keeps updating it in the last batch
+    assert bad.batch(2, schedule=misroute(bad, key, src=1, dst=0)).status == "committed"
+
+    report = verify_state(clean.run.root)
+    assert report.valid is True and "cross-partition-key" not in kinds(report), report.anomalies
+    assert report.checked["partitions"] == 3 and report.checked["state_entries"] == 60
+
+    report = verify_state(bad.run.root)
+    assert report.valid is False
+    [a] = [a for a in report.anomalies if a.kind == "cross-partition-key"]
+    stored = key.to_bytes(8, "big", signed=True)  # the count state's key: the long, big-endian
+    assert (a.operator, a.partition, a.version, a.keys) == (0, 0, 3, [stored.hex()]), a
+    assert a.files == [bad.storage.display(StoreId(0, p).dir) for p in (0, 1)] and len(a.ids) == 2
+    assert all((i is None) == (mode == "v1") for i in a.ids), a.ids
+    assert "1 key(s) are in the state of partitions 0, 1 of operator 0 at version 3" in a.detail
+    assert "misplaced-key" in kinds(report)  # the known partitioner says the same of partition 0's copy
+    code, out, _ = run_cli(capsys, "verify", "state", str(bad.run.root), "--json")
+    assert code == 1 and [x["keys"] for x in json.loads(out)["anomalies"] if x["kind"] == "cross-partition-key"] == [[stored.hex()]]

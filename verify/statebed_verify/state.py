@@ -14,7 +14,9 @@ elements, only ones that arrived for the key). Around that, the run itself: ever
 committed batch has exactly one output, and no uncommitted batch has an output; and every
 key of partition p's final state belongs to p under the partitioner the run used
 (`misplaced-key`: statebed's `repartition(P, key)` as `statebed_model.partitioning` says,
-or in native mode the one Spark's checkpoint records).
+or in native mode the one Spark's checkpoint records), and, with or without a known
+partitioner, no key of the final state is in two partitions' states (`cross-partition-key`,
+the lineage verifier's invariant, `cross_partition`).
 
 Verdict: false on any anomaly; "unknown" when a committed batch's records cannot be
 determined from the ground truth (the oracle cannot be computed); true otherwise.
@@ -50,6 +52,8 @@ from statebed_store.inspection import dump_state
 from statebed_store.partitioner import Partitioner, check_keys, checkpoint_partitioning
 from statebed_store.storage.base import Storage
 
+from .cross_partition import KIND as CROSS_PARTITION_KEY
+from .cross_partition import CrossPartitionKeys
 from .result import Anomaly, Verdict, merge_verdicts
 
 __all__ = ["RUN_KINDS", "StateReport", "final_state", "verify_state"]
@@ -63,6 +67,7 @@ RUN_KINDS = (
     "uncommitted-output",
     "unloadable-state",
     "misplaced-key",
+    CROSS_PARTITION_KEY,
     "reader-disagreement",
 )
 OPERATOR = 0
@@ -147,6 +152,7 @@ def verify_state(run_dir: str | os.PathLike[str] | RunDir, s3: S3Settings | None
     items: list[tuple[bytes, bytes]] = []
     partitioner = _partitioner(storage, info, notes)
     untranslated: list[int] = []
+    final_keys = CrossPartitionKeys()
     for p in range(info.partitions):
         try:
             ref, raw = _raw_state(storage, info, p, committed)
@@ -155,17 +161,18 @@ def verify_state(run_dir: str | os.PathLike[str] | RunDir, s3: S3Settings | None
         except StatebedError as e:
             anomalies.append(_anomaly("unloadable-state", f"partition {p}: the committed state does not load: {e}", partition=p))
             continue
-        anomalies += _misplaced(storage, partitioner(p), p, ref, raw)
+        store, keys = StoreId(OPERATOR, p), [k for k, _ in raw]  # as stored, whatever the mode
+        anomalies += _misplaced(storage, partitioner(p), store, ref, keys)
+        final_keys.add_keys(store, ref, storage.display(store.dir), keys)
         try:
-            items.extend(
-                native_state_items(storage, StoreId(OPERATOR, p), info.workload, raw, info.partitions) if is_native(info.mode) else raw
-            )
+            items.extend(native_state_items(storage, store, info.workload, raw, info.partitions) if is_native(info.mode) else raw)
         except MissingFileError as e:  # native sample3 before any snapshot named its column families: not checkable yet
             untranslated.append(p)
             verdicts.append("unknown")
             notes.append(f"partition {p}: the committed state cannot be translated, so it was not judged: {e}")
         except CheckpointFileError as e:
             anomalies.append(_anomaly("unloadable-state", f"partition {p}: the committed state does not decode: {e}", partition=p))
+    anomalies += final_keys.anomalies()
     if is_native(info.mode):
         anomalies += _reader_check(run, committed, notes)
     if not truth.unknown and not untranslated:
@@ -290,16 +297,14 @@ def _partitioner(storage: Storage, info: RunInfo, notes: list[str]) -> Callable[
     return lambda p: parts.get(StoreId(OPERATOR, p))
 
 
-def _misplaced(
-    storage: Storage, partitioner: Partitioner | None, p: int, ref: CheckpointRef, raw: list[tuple[bytes, bytes]]
-) -> list[Anomaly]:
+def _misplaced(storage: Storage, partitioner: Partitioner | None, store: StoreId, ref: CheckpointRef, keys: list[bytes]) -> list[Anomaly]:
     if partitioner is None:
         return []
-    store = StoreId(OPERATOR, p)
     try:
-        check_keys(partitioner, store, [k for k, _ in raw], where=storage.display(store.dir), version=ref.version)
+        check_keys(partitioner, store, keys, where=storage.display(store.dir), version=ref.version)
     except MisplacedKeyError as e:
-        return [Anomaly("misplaced-key", OPERATOR, p, ref.version, ids=[ref.id], files=[e.file], keys=e.keys, detail=e.detail)]
+        p = store.partition
+        return [Anomaly("misplaced-key", store.operator, p, ref.version, ids=[ref.id], files=[e.file], keys=e.keys, detail=e.detail)]
     return []
 
 
