@@ -54,7 +54,13 @@ from statebed_store.retention import kept_window, plan_names
 from statebed_verify import verify_lineage
 
 NATIVE = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "native"
-TARBALLS = {"4.1.4": ("agg", "dedup_agg", "join"), "4.3.0": ("agg", "dedup_agg", "join"), "4.3.0-retention": ("agg", "dedup_agg")}
+TARBALLS = {
+    "4.1.4": ("agg", "dedup_agg", "join"),
+    "4.3.0": ("agg", "dedup_agg", "join"),
+    "4.3.0-retention": ("agg", "dedup_agg"),
+    "4.3.0-repartitioned": ("agg", "dedup_agg"),  # 3 -> 5 partitions at batch 5
+    "4.3.0-repartitioned-down": ("agg",),  # 5 -> 2 partitions at batch 5
+}
 DAMAGE = ("delete", "truncate", "flip", "other-partition", "older-version")
 
 

@@ -322,7 +322,11 @@ def test_judge_mutations(tmp_path: Path) -> None:
 
     score = judge_mutations.run(quick=False, seed=35, limit=3, work=tmp_path)
     rows = judge_mutations.table(score)
-    assert sum(r["tried"] for r in rows) >= 27 and set(score.population) >= {"statebed-v2", "spark-4.3.0-retention/agg"}
+    assert sum(r["tried"] for r in rows) >= 27 and set(score.population) >= {
+        "statebed-v2",
+        "spark-4.3.0-retention/agg",
+        "spark-4.3.0-repartitioned/agg",
+    }
     assert not score.wrong, score.wrong
 
 
