@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -25,6 +26,11 @@ pytest_plugins = [
     "e2e_state",  # --e2e-state FILE: `make e2e` resumable (tests/e2e_state.py)
     "shared_runs",  # expensive real-Spark runs made once per session (tests/shared_runs.py)
 ]
+
+
+# Every JVM the suite's runs start compiles with C1 only: runs of seconds spend less CPU compiling
+# (job/statebed_job/jvm_startup.py; what runs is the same). A value already set wins.
+os.environ.setdefault("STATEBED_JAVA_OPTS", "-XX:TieredStopAtLevel=1")
 
 
 def pytest_configure(config: pytest.Config) -> None:

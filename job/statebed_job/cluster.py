@@ -26,6 +26,7 @@ from statebed_store.jsonsafe import loads_strict
 from statebed_store.localfs import atomic_write
 from statebed_store.log import get_logger, kv
 
+from .jvm_startup import java_options
 from .procs import Child, ProcessIdentity, children, identify, spawn, stop_all, stop_children
 
 __all__ = ["ClusterState", "StandaloneCluster", "Stopped", "spark_home"]
@@ -164,6 +165,7 @@ class StandaloneCluster:
         env = dict(os.environ, SPARK_LOCAL_IP=host, SPARK_HOME=str(spark_home()), SPARK_LOG_DIR=str(self.dir / "logs"))
         if args[0] == MASTER_CLASS:  # Spark >= 4.1 also opens its REST submission server, on 6066 (a port nobody chose): unused here
             env["SPARK_MASTER_OPTS"] = f"{env.get('SPARK_MASTER_OPTS', '')} {NO_REST}".strip()
+        env["SPARK_DAEMON_JAVA_OPTS"] = f"{env.get('SPARK_DAEMON_JAVA_OPTS', '')} {java_options()}".strip()
         env.setdefault("PYSPARK_PYTHON", os.environ.get("PYSPARK_PYTHON", "python3"))
         return spawn([str(spark_home() / "bin" / "spark-class"), *args], stdout=log_path, env=env, append=True, pin=False)
 

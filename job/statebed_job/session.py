@@ -16,6 +16,7 @@ from statebed_store import failpoints
 
 from .config import SPECULATION_CONF, JobOptions
 from .jvm_plugin import plugin_confs  # also registers the plug-in's failpoints (native.*)
+from .jvm_startup import java_options
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -134,6 +135,16 @@ def spark_conf(opts: JobOptions, run: RunDir, master: str, submitted: Collection
             conf[f"spark.executorEnv.{name}"] = os.environ[name]
     conf[f"spark.executorEnv.{failpoints.CONTROL_ENV}"] = str(failpoint_control(run))
     conf.update(opts.extra_conf)
+    return _with_startup_options(conf)
+
+
+def _with_startup_options(conf: dict[str, str]) -> dict[str, str]:
+    """The driver's and executors' JVM options plus `jvm_startup`'s, for the classpath each starts with."""
+    for role in ("driver", "executor"):
+        extra = java_options(conf.get(f"spark.{role}.extraClassPath", ""))
+        key = f"spark.{role}.extraJavaOptions"
+        if extra:
+            conf[key] = f"{conf.get(key, '')} {extra}".strip()
     return conf
 
 

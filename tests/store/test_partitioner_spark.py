@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from statebed_job.jvm_startup import java_options
 from statebed_store.murmur3 import hash_longs, hash_value, hash_values
 
 pytestmark = pytest.mark.slow
@@ -39,7 +40,7 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Any:
         .config("spark.sql.adaptive.enabled", "false")
         .config("spark.local.dir", str(tmp / "local"))
         .config("spark.sql.warehouse.dir", str(tmp / "warehouse"))
-        .config("spark.driver.extraJavaOptions", f"-Dderby.system.home={Path(tmp) / 'derby'}")
+        .config("spark.driver.extraJavaOptions", f"-Dderby.system.home={Path(tmp) / 'derby'} {java_options()}")
         .getOrCreate()
     )
     yield session
