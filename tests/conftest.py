@@ -17,7 +17,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 from native_fixtures import native  # noqa: F401  (session fixture: extracted Spark checkpoints)
 from s3server import ACCESS_KEY, SECRET_KEY, S3Server, start_s3_server
 
-from statebed_store import S3Settings, SnapshotUploader, Storage, StoreOptions, failpoints, open_storage
+from statebed_job.task import close_providers
+from statebed_store import S3Settings, SnapshotUploader, Storage, StoreOptions, default_uploader, failpoints, open_storage
 from statebed_store.storage import S3Storage
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -41,6 +42,15 @@ def pytest_configure(config: pytest.Config) -> None:
     default, so the commands it starts get it too."""
     if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+@pytest.fixture
+def providers_closed() -> Iterator[None]:
+    """After the test: its queued snapshot uploads finished and its in-process store providers
+    closed, so none outlives the test's directories (modules that run tasks in-process use it)."""
+    yield
+    default_uploader().drain(60)
+    close_providers()
 
 
 @pytest.fixture(scope="session")

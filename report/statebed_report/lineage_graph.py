@@ -1,8 +1,10 @@
 """The lineage graph of a checkpoint, one partition at a time (a dropdown picks the partition).
 
 Per partition: every (version, id) file set in storage (`statebed ls`'s listing), the committed
-chain along the top (green; squares carry a snapshot), files no commit names below it (grey:
-orphans of losing attempts, labelled with the attempt records that wrote them), an edge from
+chain along the top (green; squares carry a snapshot; blue: files no kept commit entry names but a
+committed batch's load plan reads, `ls`'s `needed`, such as the snapshot below a retained window),
+files nothing needs below it (grey: orphans of losing attempts, labelled with the attempt records
+that wrote them), an edge from
 each file to the base its lineage names, and the anomalies of that partition circled in red.
 V1 files have no ids: a version's one file may have been written by several attempts (the last
 one wins, silently): those are marked "overwritten" in orange.
@@ -22,7 +24,7 @@ from statebed_verify.history import Op
 __all__ = ["Node", "default_partition", "lineage_figure", "partition_nodes", "uploaded_by"]
 
 _UPLOADED = ("changelog.upload.after", "snapshot.upload.after")
-_COLORS = {"committed": "#1a7f37", "orphan": "#8c959f", "overwritten": "#bf8700"}
+_COLORS = {"committed": "#1a7f37", "needed": "#0969da", "orphan": "#8c959f", "overwritten": "#bf8700"}
 
 
 @dataclass
@@ -36,11 +38,12 @@ class Node:
     writers: list[str] = field(default_factory=list)  # attempts that wrote it
     anomalies: list[str] = field(default_factory=list)
     lane: int = 0
+    needed: bool = False  # a committed batch's load plan reads one of its files (`ls`'s `needed`)
 
     @property
     def status(self) -> str:
         if not self.committed:
-            return "orphan"
+            return "needed" if self.needed else "orphan"
         return "overwritten" if self.id is None and len(self.writers) > 1 else "committed"
 
     @property
@@ -129,9 +132,10 @@ def partition_nodes(
             bases = [x for x in lineage if isinstance(x, dict) and x.get("version") is not None and x["version"] < v["version"]]
             base = (int(bases[-1]["version"]), bases[-1].get("id")) if bases else None
             node = Node(int(v["version"]), e.get("id"), bool(e.get("committed")), bool(e.get("changelog")), bool(e.get("snapshot")), base)
+            node.needed = bool(e.get("needed"))
             node.writers = _writers(node, partition, attempts, spark, wrote)
             node.anomalies = [f"{a.get('check', '')} {a.get('kind')}".strip() for a in anomalies if _anomaly_hits(a, partition, node)]
-            if not node.committed:
+            if node.status == "orphan":
                 below += 1
                 node.lane = -below
             nodes.append(node)
@@ -145,7 +149,7 @@ def default_partition(stores: list[dict[str, Any]], anomalies: list[dict[str, An
         if a.get("partition") in parts:
             return int(a["partition"])
     for s in stores:
-        if any(not e.get("committed") for v in s["versions"] for e in v["ids"]):
+        if any(not e.get("committed") and not e.get("needed") for v in s["versions"] for e in v["ids"]):
             return int(s["partition"])
     return parts[0] if parts else 0
 
@@ -153,7 +157,9 @@ def default_partition(stores: list[dict[str, Any]], anomalies: list[dict[str, An
 def _hover(n: Node) -> str:
     lines = [
         f"version {n.version}" + (f", id {n.id}" if n.id else " (V1: no id)"),
-        "committed" if n.committed else "not committed: orphan",
+        "committed"
+        if n.committed
+        else ("no kept commit names it, a committed load reads it: needed" if n.needed else "not committed: orphan"),
         "files: " + " + ".join(k for k, on in (("changelog", n.changelog), ("snapshot", n.snapshot)) if on),
     ]
     if n.base is not None:
@@ -166,7 +172,7 @@ def _hover(n: Node) -> str:
 
 
 def _label(n: Node) -> str:
-    if n.committed and n.status == "committed" and not n.anomalies:
+    if n.status in ("committed", "needed") and not n.anomalies:
         return n.name
     who = n.writers[-1] if n.writers else "no attempt record"
     tag = "ANOMALY " if n.anomalies else ""

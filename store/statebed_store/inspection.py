@@ -27,11 +27,13 @@ from .naming import (
     SNAPSHOT,
     SST_DIR,
     STATE_DIR,
+    StateFileName,
     StoreId,
     parse_index,
     parse_state_file,
 )
 from .plan import LoadPlan
+from .retention import kept_window, needed_names, needed_refs
 from .storage.base import Storage
 from .store import StateStoreProvider
 from .store_files import StoreFiles
@@ -181,16 +183,20 @@ def _siblings(stores: list[StoreId], store: StoreId) -> list[str]:
 
 
 def list_checkpoint(storage: Storage) -> dict[str, Any]:
-    """Everything `statebed ls` shows, as plain data; `notes` names the stray directories skipped."""
+    """Everything `statebed ls` shows, as plain data; `notes` names the stray directories skipped.
+    Each (version, id)'s `needed` lists its files a retained committed batch's load plan reads
+    (`retention.needed_names`: what verify lineage never calls an orphan, cleanup never deletes)."""
     commits = commit_records(storage)
     notes = CommitLog(storage).strays()
     stores = discover_stores(storage, notes)
+    window = kept_window(storage, sorted(commits))
     kinds: set[str] = set()
     out_stores = []
     for store in stores:
         idx = store_index(store, _siblings(stores, store))
         committed = {rec.version: rec.id_for(store.operator, store.partition, idx) for rec in commits.values()}
         files = StoreFiles(storage, store)
+        needed = needed_names(files, needed_refs(window, commits.values(), files, idx))
         versions: dict[int, list[dict[str, Any]]] = {}
         for ref in files.refs():
             kinds.add("v2" if ref.id is not None else "v1")
@@ -199,6 +205,11 @@ def list_checkpoint(storage: Storage) -> dict[str, Any]:
                 "committed": ref.version in committed and committed[ref.version] == ref.id,
                 "changelog": files.has_changelog(ref),
                 "snapshot": files.has_snapshot(ref),
+                "needed": [
+                    label
+                    for label, k in (("changelog", CHANGELOG), ("snapshot", SNAPSHOT))
+                    if StateFileName(ref.version, ref.id, k) in needed
+                ],
                 "lineage": None,
             }
             try:

@@ -33,17 +33,30 @@ pick, a version below the window, or a committed changelog its own snapshot shad
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass
 
-from .errors import CorruptFileError, MissingFileError
+from .commitlog import CommitRecord
+from .errors import CheckpointFileError, CorruptFileError, MissingFileError, UnplannableError
 from .jsonsafe import loads_strict
+from .lineage import CheckpointRef
 from .naming import CHANGELOG, OFFSETS_DIR, SNAPSHOT, StateFileName
-from .plan import LoadPlan
+from .plan import LoadPlan, loadable_plan
 from .storage.base import Storage
+from .store_files import StoreFiles
 
 RETENTION_MARKER = "retention.json"  # beside partitioner.json: the first batch statebed's cleanup keeps loadable
 
-__all__ = ["RETENTION_MARKER", "KeptWindow", "kept_window", "plan_names", "record_retention", "recorded_retention"]
+__all__ = [
+    "RETENTION_MARKER",
+    "KeptWindow",
+    "kept_window",
+    "needed_names",
+    "needed_refs",
+    "plan_names",
+    "record_retention",
+    "recorded_retention",
+]
 
 
 @dataclass(frozen=True)
@@ -53,6 +66,7 @@ class KeptWindow:
     first_batch: int
     latest_batch: int
     why: str  # one line: how the start was found
+    sparks: bool = False  # Spark's checkpoint: its retention, not statebed's record, drew the line
 
     @property
     def first_version(self) -> int:
@@ -60,6 +74,13 @@ class KeptWindow:
 
     def required(self, version: int) -> bool:
         return self.first_version <= version <= self.latest_batch + 1
+
+    def needs(self, version: int, present: bool) -> bool:
+        """Whether a kept entry's `version` needs what its load plan reads: inside the window always;
+        in Spark's checkpoint also the one version more (F + 1) while its files are there (a rewind to
+        batch F still loads it; Spark's retention may delete it, so its absence is no anomaly). Below
+        statebed's recorded retention nothing is needed: its cleanup released it before deleting."""
+        return self.required(version) or (self.sparks and present)
 
 
 def kept_window(storage: Storage, batches: list[int]) -> KeptWindow | None:
@@ -70,7 +91,7 @@ def kept_window(storage: Storage, batches: list[int]) -> KeptWindow | None:
     if OFFSETS_DIR in storage.list_dirs(""):
         start = min(first + 1, latest)
         return KeptWindow(
-            start, latest, f"Spark's commit log starts at batch {first}: its retention may have deleted versions up to {first + 1}"
+            start, latest, f"Spark's commit log starts at batch {first}: its retention may have deleted versions up to {first + 1}", True
         )
     recorded = recorded_retention(storage)
     if recorded is not None and recorded > first:
@@ -108,4 +129,35 @@ def plan_names(plan: LoadPlan) -> set[StateFileName]:
     out = {StateFileName(r.version, r.id, CHANGELOG) for r in plan.changelogs}
     if plan.snapshot is not None:
         out.add(StateFileName(plan.snapshot.version, plan.snapshot.id, SNAPSHOT))
+    return out
+
+
+def needed_refs(window: KeptWindow | None, commits: Iterable[CommitRecord], files: StoreFiles, index: int) -> list[CheckpointRef]:
+    """The `(version, id)` of `files`' store (its `index` among its partition's stores) whose load
+    plans the kept commit entries need (`KeptWindow.needs`); a batch without the store (a
+    repartition, a V2 entry that names no id for it) needs nothing of it."""
+    store = files.store
+    out = []
+    for rec in commits:
+        count = rec.partition_count(store.operator)
+        if window is None or (count is not None and store.partition >= count):
+            continue
+        cid = rec.id_for(store.operator, store.partition, index)
+        ref = CheckpointRef(rec.version, cid)
+        if (cid is not None or rec.state_ids is None) and window.needs(ref.version, files.has_changelog(ref) or files.has_snapshot(ref)):
+            out.append(ref)
+    return out
+
+
+def needed_names(files: StoreFiles, refs: Iterable[CheckpointRef]) -> set[StateFileName]:
+    """The files the checked load plans of `refs` (`needed_refs`) read: what `verify lineage` never
+    calls an orphan and `statebed ls --json` and the report's graph call needed. A ref with no plan
+    needs nothing here: where it is required, the verifier reports it."""
+    out: set[StateFileName] = set()
+    for ref in refs:
+        try:
+            plan, _ = loadable_plan(files, ref)
+        except (UnplannableError, CheckpointFileError):
+            continue
+        out |= plan_names(plan)
     return out

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -15,19 +14,13 @@ from statebed_chaos.baseline import Baseline, state_view
 from statebed_chaos.baseline_cache import ENTRY, Baselines
 from statebed_cli.backend import baselines_cache
 from statebed_job.config import JobOptions
-from statebed_job.task import close_providers
 from statebed_model.rundir import RunDir
-from statebed_store import default_uploader
 from statebed_store.errors import UsageError
 
 KEY = ("count", "v2", "local", "local", 2, 2, 3, 100, 20, 10, (), 1)
 
 
-@pytest.fixture(autouse=True)
-def _close_providers() -> Iterator[None]:
-    yield
-    default_uploader().drain(60)
-    close_providers()
+pytestmark = pytest.mark.usefixtures("providers_closed")  # conftest.py: drained and closed after each test
 
 
 def finished_run(root: Path) -> Baseline:

@@ -10,7 +10,7 @@ for which the two attempts' random draws really differ: checked here for each of
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pyarrow as pa
@@ -18,7 +18,7 @@ import pytest
 from job_helpers import InProcessJob
 
 from statebed_job.config import JobOptions
-from statebed_job.task import TaskResult, TaskSpec, close_providers, run_partition
+from statebed_job.task import TaskResult, TaskSpec, run_partition
 from statebed_store import default_uploader
 from statebed_verify.state import verify_state
 
@@ -32,11 +32,7 @@ CONTROLS = {
 }
 
 
-@pytest.fixture(autouse=True)
-def _close_providers() -> Iterator[None]:
-    yield
-    default_uploader().drain(60)
-    close_providers()
+pytestmark = pytest.mark.usefixtures("providers_closed")  # conftest.py: drained and closed after each test
 
 
 Schedule = Callable[[TaskSpec, list[pa.Table]], list[TaskResult]]

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -15,9 +14,8 @@ from job_helpers import InProcessJob, records
 from s3server import S3Server
 
 from statebed_job.config import JobOptions
-from statebed_job.task import close_providers
 from statebed_model.rundir import RunDir, RunInfo
-from statebed_store import S3Settings, default_uploader
+from statebed_store import S3Settings
 from statebed_store.errors import UsageError
 from statebed_verify import verify_run
 
@@ -29,11 +27,7 @@ def location(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, S3Set
     return f"s3://statebed-test/runs/{uuid.uuid4().hex}", s3_settings(request.getfixturevalue("s3_server"))
 
 
-@pytest.fixture(autouse=True)
-def _close_providers() -> Iterator[None]:
-    yield
-    default_uploader().drain(60)
-    close_providers()
+pytestmark = pytest.mark.usefixtures("providers_closed")  # conftest.py: drained and closed after each test
 
 
 def test_the_run_directory_contract(location: tuple[str, S3Settings | None]) -> None:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -16,7 +15,6 @@ from job_helpers import InProcessJob
 
 from statebed_job.config import JobOptions
 from statebed_job.maintenance import Maintenance, PassRecord
-from statebed_job.task import close_providers
 from statebed_report.checkpoint_size import kept_per_batch
 from statebed_store import default_uploader
 
@@ -24,11 +22,7 @@ BATCHES = 9
 RETAIN = 2
 
 
-@pytest.fixture(autouse=True)
-def _close_providers() -> Iterator[None]:
-    yield
-    default_uploader().drain(60)
-    close_providers()
+pytestmark = pytest.mark.usefixtures("providers_closed")  # conftest.py: drained and closed after each test
 
 
 def job(tmp_path: Path) -> InProcessJob:

@@ -9,7 +9,6 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,9 +20,8 @@ from native_fixtures import QUERIES, SPARK_VERSIONS
 from test_maintenance import racing
 
 from statebed_job.config import JobOptions
-from statebed_job.task import close_providers
 from statebed_model.rundir import RunDir, RunInfo
-from statebed_store import StoreFiles, default_uploader, open_storage
+from statebed_store import StoreFiles, open_storage
 from statebed_store.checkpoint_lock import lock_checkpoint
 from statebed_store.inspection import discover_stores
 from statebed_store.naming import SST_DIR
@@ -33,11 +31,7 @@ from statebed_verify.lineage import verify_lineage
 STATEBED = str(Path(sys.executable).with_name("statebed"))
 
 
-@pytest.fixture(autouse=True)
-def _close_providers() -> Iterator[None]:
-    yield
-    default_uploader().drain(60)
-    close_providers()
+pytestmark = pytest.mark.usefixtures("providers_closed")  # conftest.py: drained and closed after each test
 
 
 def history(root: Path | str, batches: int = 10, **kw: Any) -> InProcessJob:

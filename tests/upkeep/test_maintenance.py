@@ -4,7 +4,6 @@ versions loadable, deletes the rest, records each pass, and never raises."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -14,8 +13,8 @@ from job_helpers import InProcessJob
 
 from statebed_job.config import JobOptions
 from statebed_job.maintenance import Maintenance, PassRecord
-from statebed_job.task import TaskResult, TaskSpec, close_providers, run_partition
-from statebed_store import CommitLog, StoreFiles, default_uploader
+from statebed_job.task import TaskResult, TaskSpec, run_partition
+from statebed_store import CommitLog, StoreFiles
 from statebed_store.cleanup import cleanup_checkpoint
 from statebed_store.errors import CorruptFileError, UsageError
 from statebed_store.inspection import discover_stores
@@ -28,11 +27,7 @@ BATCHES = 12
 RETAIN = 3
 
 
-@pytest.fixture(autouse=True)
-def _close_providers() -> Iterator[None]:
-    yield
-    default_uploader().drain(60)
-    close_providers()
+pytestmark = pytest.mark.usefixtures("providers_closed")  # conftest.py: drained and closed after each test
 
 
 def racing(job: InProcessJob) -> object:

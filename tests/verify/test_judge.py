@@ -10,8 +10,10 @@ import sys
 import tarfile
 from pathlib import Path
 
+from statebed_report.lineage_graph import partition_nodes
 from statebed_store import CommitLog, open_storage
 from statebed_store.cleanup import cleanup_checkpoint
+from statebed_store.inspection import list_checkpoint
 from statebed_verify import verify_lineage
 
 sys.path.insert(0, str(Path(__file__).parents[2] / "benchmarks"))
@@ -60,3 +62,32 @@ def test_an_older_snapshot_under_a_newer_name_is_caught(native: dict[str, Path],
     assert report.valid is False
     [a] = [a for a in report.anomalies if a.kind == "snapshot-mismatch"]
     assert (a.partition, a.version) == (1, 8) and a.files == [str(newer)], a
+
+
+def test_the_first_kept_entrys_version_keeps_the_snapshot_it_loads_from(native: dict[str, Path], tmp_path: Path) -> None:
+    """Spark's log purged below batch 8 (F = 8): version 9 (F + 1) may go with Spark's retention, but
+    while it is there it loads from 8_<id>.zip, which no kept entry names. That zip is needed: no
+    orphan, never proposed for deletion, `needed` in `ls` and blue on the report's graph; the changelog
+    of version 8 it shadows is an orphan below the retained window."""
+    root = tmp_path / "agg"
+    shutil.copytree(native["4.3.0"] / "agg", root)
+    for b in range(8):
+        for log in ("commits", "offsets"):
+            (root / log / str(b)).unlink()
+    storage = open_storage(root)
+    report = verify_lineage(storage)
+    assert report.valid is True, report.to_json()["anomalies"]
+    orphans = {(o["partition"], Path(f).name.split("_")[0], Path(f).suffix) for o in report.orphans for f in o["files"]}
+    assert {(p, "8", ".changelog") for p in range(3)} <= orphans
+    zips = [f for f in (root / "state" / "0").rglob("8_*.zip")]
+    assert len(zips) == 3 and not {str(z) for z in zips} & {f for o in report.orphans for f in o["files"]}
+    proposed = {d for st in cleanup_checkpoint(storage, None, dry_run=True, sst_orphan_grace_s=0).stores for d in st.deleted}
+    assert not {str(z) for z in zips} & proposed, proposed
+    listing = list_checkpoint(storage)
+    for s in listing["stores"]:
+        by_version = {v["version"]: v["ids"] for v in s["versions"]}
+        assert [e["needed"] for e in by_version[8]] == [["snapshot"]] and not by_version[8][0]["committed"]
+        assert [e["needed"] for e in by_version[7]] == [[]]
+        nodes = {n.version: n for n in partition_nodes(s, [], [], [])}
+        assert (nodes[8].status, nodes[8].lane) == ("needed", 0)
+        assert nodes[7].status == "orphan" and nodes[7].lane < 0

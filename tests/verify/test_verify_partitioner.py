@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -22,9 +21,8 @@ from job_helpers import InProcessJob
 from shared_runs import SharedRun
 
 from statebed_job.config import JobOptions
-from statebed_job.task import close_providers
 from statebed_model.partitioning import run_partitioner
-from statebed_store import CheckpointRef, CommitLog, Storage, StoreFiles, StoreId, default_uploader, open_storage
+from statebed_store import CheckpointRef, CommitLog, Storage, StoreFiles, StoreId, open_storage
 from statebed_store.changelog import parse_changelog
 from statebed_store.checksum import make_sidecar
 from statebed_store.naming import CHANGELOG, StateFileName
@@ -34,11 +32,7 @@ from statebed_verify import verify_lineage, verify_state
 PARTS = 3
 
 
-@pytest.fixture(autouse=True)
-def _close_providers() -> Iterator[None]:
-    yield
-    default_uploader().drain(60)
-    close_providers()
+pytestmark = pytest.mark.usefixtures("providers_closed")  # conftest.py: drained and closed after each test
 
 
 def old_style_sidecars(root: Path) -> None:

@@ -7,7 +7,7 @@ records) and Spark's file source log, never from the driver's own input log.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pyarrow as pa
@@ -16,18 +16,13 @@ from checkpoint_helpers import run_cli
 from job_helpers import InProcessJob, partition_of, records
 
 from statebed_job.config import JobOptions
-from statebed_job.task import TaskResult, TaskSpec, close_providers, run_partition
+from statebed_job.task import TaskResult, TaskSpec, run_partition
 from statebed_model.rundir import table_bytes
 from statebed_model.sources import IngestSource
 from statebed_store import StoreId, default_uploader, failpoints
 from statebed_verify.state import verify_state
 
-
-@pytest.fixture(autouse=True)
-def _close_providers() -> Iterator[None]:
-    yield
-    default_uploader().drain(60)
-    close_providers()
+pytestmark = pytest.mark.usefixtures("providers_closed")  # conftest.py: drained and closed after each test
 
 
 def kinds(report) -> set[str]:  # type: ignore[no-untyped-def]

@@ -49,7 +49,7 @@ from statebed_store.lineage import Lineage
 from statebed_store.naming import CHANGELOG, COMMITS_DIR, DEFAULT_STORE, SNAPSHOT, StateFileName, sidecar_name
 from statebed_store.partitioner import Partitioning, checkpoint_partitioning
 from statebed_store.plan import loadable_plan
-from statebed_store.retention import KeptWindow, kept_window, plan_names
+from statebed_store.retention import KeptWindow, kept_window, needed_names, plan_names
 
 from .cross_partition import KIND as CROSS_PARTITION_KEY
 from .cross_partition import CrossPartitionKeys
@@ -311,6 +311,10 @@ def _check_store(ctx: _Context, store: StoreId, idx: int) -> None:
     needed: set[StateFileName] = set()
     for ref in planned:
         needed |= _check_plan(ctx, store, files, ref)
+    # Spark's one version more, where its files are there: not required, yet what it reads is no orphan
+    needed |= needed_names(
+        files, [CheckpointRef(v, committed[v]) for v in sorted(sound) if ctx.window.needs(v, True) and v not in plannable]
+    )
     read = [CheckpointRef(v, committed[v]) for v in checked if committed[v] is not None] + [CheckpointRef(v) for v in sorted(loadable)]
     counts = {r.version: n for r in ctx.commits.values() if (n := r.partition_count(store.operator)) is not None}
     ctx.anomalies += partition_anomalies(ctx.partitioning, store, files, read, planned, counts)

@@ -69,11 +69,11 @@ def run(args: argparse.Namespace) -> int:
     print(f"{printable(doc['checkpoint'])}: format {doc['format']}, {c['count']} commits, latest batch {c['latestBatch']}")
     for s in doc["stores"]:
         print(f"\noperator {s['operator']} partition {s['partition']} store {printable(s['store'])} ({printable(s['dir'])})")
-        print(f"  {'version':>8}  {'id':<8}  {'commit':<6}  {'files':<14}  lineage")
+        print(f"  {'version':>8}  {'id':<8}  {'commit':<6}  {'files':<18}  {'needed':<18}  lineage")
         for v in s["versions"]:
             for e in v["ids"]:
                 files = "+".join(k for k in ("changelog", "snapshot") if e[k])
                 lineage = printable(e.get("error") or "") or ",".join(f"{x['version']}:{_short(x['id'])}" for x in (e["lineage"] or []))
                 mark = "yes" if e["committed"] else ""
-                print(f"  {v['version']:>8}  {_short(e['id']):<8}  {mark:<6}  {files:<14}  {lineage}")
+                print(f"  {v['version']:>8}  {_short(e['id']):<8}  {mark:<6}  {files:<18}  {'+'.join(e['needed']):<18}  {lineage}")
     return EXIT_OK
