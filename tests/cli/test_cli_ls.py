@@ -29,7 +29,17 @@ def test_ls_json_document(
     doc = json.loads(out)
 
     def item(v: int, cid: str | None, committed: bool, lin: list[dict[str, Any]]) -> dict[str, Any]:
-        return {"id": cid, "committed": committed, "changelog": True, "snapshot": v == 2, "lineage": lin, "changelogFormat": 3}
+        # needed: what the committed plans read (version 2's snapshot shadows its changelog; the orphan none)
+        needed = [] if not committed else ["snapshot"] if v == 2 else ["changelog"]
+        return {
+            "id": cid,
+            "committed": committed,
+            "changelog": True,
+            "snapshot": v == 2,
+            "needed": needed,
+            "lineage": lin,
+            "changelogFormat": 3,
+        }
 
     versions = [
         {"version": 1, "ids": [item(1, w.results[1].checkpoint_id, True, [])]},
@@ -88,7 +98,8 @@ def test_ls_human_output(
     assert f"{local_storage.url}: format v2, 2 commits, latest batch 1" in out
     rows = [line.split() for line in out.splitlines() if line.strip().startswith(("1 ", "2 "))]
     id1, id2 = (w.results[1].checkpoint_id or "")[:8], (w.results[2].checkpoint_id or "")[:8]
-    assert rows == [["1", id1, "yes", "changelog"], ["2", id2, "yes", "changelog", f"1:{id1}"]]
+    assert rows == [["1", id1, "yes", "changelog", "changelog"], ["2", id2, "yes", "changelog", "changelog", f"1:{id1}"]]
+    assert "needed" in out.splitlines()[3].split()  # the column: what a committed load plan reads
 
 
 def test_ls_skips_directories_that_are_not_ascii_numbers(
