@@ -60,6 +60,7 @@ TARBALLS = {
     "4.3.0-retention": ("agg", "dedup_agg"),
     "4.3.0-repartitioned": ("agg", "dedup_agg"),  # 3 -> 5 partitions at batch 5
     "4.3.0-repartitioned-down": ("agg",),  # 5 -> 2 partitions at batch 5
+    "4.3.0-cleanup-race": ("count",),  # Spark's maintenance stopped mid-pass (tests/fixtures/make_cleanup_race_fixture.py)
 }
 DAMAGE = ("delete", "truncate", "flip", "other-partition", "older-version")
 

@@ -28,6 +28,8 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
+from statebed_store.localfs import move_durably
+
 from .jvm_plugin import BUILD
 
 __all__ = ["CDS_ENV", "OPTS_ENV", "archive_path", "build_archives", "java_options"]
@@ -92,7 +94,10 @@ def _dump(mode: Sequence[str], archive: Path) -> None:
         done = subprocess.run(argv, env=env, capture_output=True, text=True, check=False, timeout=600)
         if done.returncode != 0 or not part.is_file():
             raise RuntimeError(f"the class-data archive's run failed ({shlex.join(mode)}, exit {done.returncode}): {done.stderr[-1500:]}")
-        os.replace(part, archive)
+        try:
+            move_durably(part, archive)
+        except FileExistsError:  # another build dumped it meanwhile: the same classes
+            pass
 
 
 def main() -> int:

@@ -5,7 +5,8 @@ so all three check a snapshot here, the same way: its metadata names itself (`(v
 id)`, store) as the file is named, every SST and log file it names is present with the
 recorded size and, when the writer recorded one (statebed does), the recorded CRC32C. An
 SST without a recorded checksum (Spark's) is checked by opening the snapshot and reading
-every entry: RocksDB reports a damaged block only to the reader that meets it.
+every entry (RocksDB reports a damaged block only to the reader that meets it), then the
+blocks a scan never reads, the bloom filter first, against their trailers (`sst_blocks`).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from .localfs import link_or_copy
 from .merge import checkpoint_merge_operator, configure_snapshot_options
 from .naming import LOGS_DIR, SNAPSHOT, SST_DIR
 from .snapshot import ImmutableFile, SnapshotMetadata, check_identity, read_zip
+from .sst_blocks import check_sst_blocks
 from .store_files import StoreFiles
 
 __all__ = ["Fetch", "check_listed", "check_snapshot", "open_snapshot", "throwaway_snapshot", "unpack_snapshot"]
@@ -50,7 +52,8 @@ def unpack_snapshot(files: StoreFiles, snap: CheckpointRef, db_dir: Path, fetch:
 
 
 def open_snapshot(files: StoreFiles, snap: CheckpointRef, db_dir: Path, meta: SnapshotMetadata) -> RocksEngine:
-    """Open an unpacked snapshot; if any SST has no recorded checksum, read every entry to check it."""
+    """Open an unpacked snapshot; if any SST has no recorded checksum, read every entry and check
+    the blocks no scan reads."""
     origin = {f.local: files.storage.display(f"{files.store.dir}/{sub}/{f.dfs}") for f, sub in _named(meta)}
     try:
         engine = RocksEngine(db_dir, origin)
@@ -61,6 +64,9 @@ def open_snapshot(files: StoreFiles, snap: CheckpointRef, db_dir: Path, meta: Sn
     try:
         if any(f.crc32c is None for f in meta.sst_files):
             engine.verify()
+            for f in meta.sst_files:  # the blocks a scan never reads: a point lookup (Spark's get) would
+                if f.crc32c is None:
+                    check_sst_blocks(db_dir / f.local, origin[f.local])
     except BaseException:
         with contextlib.suppress(Exception):  # a background compaction that met the same operand fails the close too
             engine.close()

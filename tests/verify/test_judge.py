@@ -91,3 +91,31 @@ def test_the_first_kept_entrys_version_keeps_the_snapshot_it_loads_from(native: 
         nodes = {n.version: n for n in partition_nodes(s, [], [], [])}
         assert (nodes[8].status, nodes[8].lane) == ("needed", 0)
         assert nodes[7].status == "orphan" and nodes[7].lane < 0
+
+
+CLEANUP_RACE = Path(__file__).parents[1] / "fixtures" / "native" / "spark-4.3.0-cleanup-race.tar.gz"
+
+
+def test_a_cleanup_race_run_stopped_mid_pass_is_a_note_and_one_version_higher_an_anomaly(tmp_path: Path) -> None:
+    """Spark's maintenance (minBatchesToRetain 2, every delete slowed) was mid-pass when the run
+    stopped: version 4 (F + 1, the log keeps batches 3..5) is gone from partition 1, kept in
+    partition 0 (`tests/fixtures/make_cleanup_race_fixture.py`). That is retention, a note; the
+    same deletion one version higher lies inside the window: missing-checkpoint."""
+    with tarfile.open(CLEANUP_RACE) as tar:
+        tar.extractall(tmp_path, filter="data")
+    root = tmp_path / "spark-4.3.0-cleanup-race" / "count"
+    storage = open_storage(root)
+    assert CommitLog(storage).batch_ids() == [3, 4, 5]
+    assert [f.name for f in (root / "state" / "0" / "1").glob("4_*")] == []
+    assert len([f for f in (root / "state" / "0" / "0").glob("4_*") if not f.name.endswith(".crc")]) == 2
+    report = verify_lineage(storage)
+    assert report.valid is True, report.to_json()["anomalies"]
+    assert any(
+        n.startswith("operator 0 partition 1 store default: committed version(s) 4 have no files, below the retained window")
+        for n in report.notes
+    )
+    assert not any(o["partition"] == 0 and o["version"] == 4 for o in report.orphans)  # F + 1 there: its files are no orphans
+    for f in (root / "state" / "0" / "1").glob("5_*"):
+        f.unlink()
+    kinds = {(a.kind, a.partition, a.version) for a in verify_lineage(storage).anomalies}
+    assert ("missing-checkpoint", 1, 5) in kinds, kinds
