@@ -20,6 +20,7 @@ from pathlib import Path
 from statebed_chaos.infra.seaweedfs import ACCESS_KEY, READY_BUCKET, SECRET_KEY, start_s3_server
 from statebed_job import jvm_plugin
 from statebed_store.failpoint_control import Control
+from statebed_store.formats import NATIVE_V2
 
 PODMAN_RUN = [
     "podman",
@@ -45,7 +46,7 @@ def main(argv: list[str]) -> int:
     stamp = time.strftime("%Y%m%d-%H%M%S")
     work = Path("runs") / f"image-smoke-{stamp}"
     s3_rc = s3_run(argv[0], work, stamp)
-    native_rc = native_run(argv[0], work / "native")
+    native_rc = native_run(argv[0], work / "spark-store")
     return s3_rc or native_rc
 
 
@@ -75,7 +76,7 @@ def native_run(image: str, work: Path) -> int:
     work.mkdir(parents=True)
     control = Control(work / "control" / "control.json")
     control.arm(NATIVE_PROBE)
-    run = ["statebed", "run", "--format", "native-v2", "--run-dir", "/out/run", "--batches", "3", "--rows-per-batch", "500"]
+    run = ["statebed", "run", "--format", NATIVE_V2.name, "--run-dir", "/out/run", "--batches", "3", "--rows-per-batch", "500"]
     run += ["--partitions", "2", "--keyspace", "200", "--json"]
     env = ["-e", f"STATEBED_FAILPOINTS_CONTROL=/out/control/{control.path.name}"]
     rc = _run_in_image([*PODMAN_RUN, "-v", f"{work.absolute()}:/out:U", *env, image, *run], work, "native-v2, local checkpoint")

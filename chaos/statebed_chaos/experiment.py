@@ -15,10 +15,11 @@ from typing import Any, NoReturn
 
 import yaml
 
-from statebed_model.native_state import NATIVE_MODES, NATIVE_WORKLOADS, is_native
+from statebed_model.native_state import NATIVE_WORKLOADS
 from statebed_model.workloads import WORKLOADS
 from statebed_store.durations import parse_duration
 from statebed_store.errors import NotRegularFileError, UsageError
+from statebed_store.formats import FORMATS, V2, get_format
 from statebed_store.localfs import read_regular
 from statebed_store.naming import path_segment
 
@@ -57,7 +58,7 @@ class Experiment:
 
     name: str = "experiment"
     workload: str = "count"
-    format: str = "v2"  # v1 | v2 | native
+    format: str = V2.name  # a statebed_store.formats name
     storage: str = "local"  # local | s3
     cluster: str = "local"  # local | standalone
     workers: int = 2
@@ -219,7 +220,7 @@ def parse_experiment(doc: Any, file: str = "<experiment>") -> Experiment:
     exp = Experiment(
         name=f.segment("name", d.name),
         workload=f.choice("workload", d.workload, tuple(sorted(WORKLOADS))),
-        format=f.choice("format", d.format, ("v1", "v2", *NATIVE_MODES)),
+        format=f.choice("format", d.format, tuple(FORMATS)),
         storage=f.choice("storage", d.storage, ("local", "s3")),
         cluster=f.choice("cluster", d.cluster, ("local", "standalone")),
         **{k: f.int_(k, getattr(d, k)) for k in _SIZES},
@@ -229,7 +230,7 @@ def parse_experiment(doc: Any, file: str = "<experiment>") -> Experiment:
         timeout_s=f.duration("timeout_s", d.timeout_s, MAX_TIMEOUT_S),
         max_driver_restarts=f.int_("max_driver_restarts", d.max_driver_restarts, lo=0),
     )
-    if is_native(exp.format) and exp.workload not in NATIVE_WORKLOADS:
+    if get_format(exp.format).native and exp.workload not in NATIVE_WORKLOADS:
         f.fail("workload", f"native runs support {', '.join(NATIVE_WORKLOADS)} only, got {exp.workload!r}")
     if exp.timeout_s <= 0:
         f.fail("timeout_s", "must be > 0")

@@ -23,15 +23,15 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
-from statebed_job.config import ClusterKind, JobOptions, Mode
+from statebed_job.config import ClusterKind, JobOptions
 from statebed_job.procs import ProcessIdentity, stop_all, track
 from statebed_model.experimentdir import ExperimentDir
-from statebed_model.native_state import is_native
 from statebed_model.rundir import RunDir
 from statebed_store import S3Settings
 from statebed_store.errors import StatebedError
 from statebed_store.failpoint_control import Control
 from statebed_store.failpoints import CONTROL_ENV
+from statebed_store.formats import get_format
 from statebed_verify import EXIT_CODES, Verdict, merge_verdicts, summarise, verify_run
 from statebed_verify.attempts_check import check_attempts
 from statebed_verify.history import History, Outcome
@@ -128,7 +128,7 @@ def run_command(run_dir: Path, opts: JobOptions | None, *, master: str | None = 
 
 def job_options(exp: Experiment, seed: int, run_dir: Path) -> JobOptions:
     """The options of one run of `exp` (the checkpoint on S3 when storage is s3)."""
-    s3 = exp.storage == "s3" and not is_native(exp.format)
+    s3 = exp.storage == "s3" and not get_format(exp.format).native
     checkpoint = f"s3://statebed/{run_dir.parent.name}-{run_dir.name}-{seed}" if s3 else JobOptions.checkpoint
     return JobOptions(
         workload=exp.workload,
@@ -136,7 +136,7 @@ def job_options(exp: Experiment, seed: int, run_dir: Path) -> JobOptions:
         partitions=exp.partitions,
         rows_per_batch=exp.rows_per_batch,
         keyspace=exp.keyspace,
-        mode=cast(Mode, exp.format),
+        mode=exp.format,
         cluster=cast(ClusterKind, exp.cluster),
         workers=exp.workers,
         snapshot_interval=exp.snapshot_interval,

@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from statebed_model.experimentdir import ExperimentDir
-from statebed_model.native_state import is_native, native_format_version
 from statebed_store.errors import StatebedError
+from statebed_store.formats import NATIVE_V1, V1, V2, Format, get_format
 from statebed_verify import EXIT_CODES, Verdict
 from statebed_verify.history import read_history
 from statebed_verify.result import is_store_anomaly
@@ -101,25 +101,25 @@ class MatrixResult:
     interrupted: str | None = None  # the cell that was running when Ctrl-C came
     notes: list[str] = field(default_factory=list)
 
-    def of(self, fmt: str) -> list[CellRun]:
-        return [r for r in self.runs if r.cell.format == fmt]
+    def of(self, fmt: Format) -> list[CellRun]:
+        return [r for r in self.runs if get_format(r.cell.format) == fmt]
 
     def natives(self) -> list[CellRun]:
         """Cells on Spark's own store (native-v1, native-v2, native)."""
-        return [r for r in self.runs if is_native(r.cell.format)]
+        return [r for r in self.runs if get_format(r.cell.format).native]
 
-    def v1_controls(self, fmt: str = "v1") -> list[CellRun]:
+    def v1_controls(self, fmt: Format = V1) -> list[CellRun]:
         """V1 cells (statebed's, or `native-v1`: Spark's own) whose workload makes V1's anomalies
         visible (random choices per attempt)."""
         return [r for r in self.of(fmt) if r.cell.workload in NONDETERMINISTIC]
 
     def native_v2(self) -> list[CellRun]:
         """Cells on Spark's store in checkpoint format 2 (`native-v2`, `native`)."""
-        return [r for r in self.natives() if native_format_version(r.cell.format) == 2]
+        return [r for r in self.natives() if get_format(r.cell.format).version == 2]
 
     @property
     def v2_all_valid(self) -> bool:
-        return all(r.valid is True for r in self.of("v2"))
+        return all(r.valid is True for r in self.of(V2))
 
     @property
     def v1_caught(self) -> bool | None:
@@ -140,7 +140,7 @@ class MatrixResult:
 
     def reasons(self) -> list[str]:
         """Why the matrix does not pass (empty: it does): each rule it breaks, in words."""
-        v2, controls = self.of("v2"), self.v1_controls()
+        v2, controls = self.of(V2), self.v1_controls()
         out = []
         if not v2:
             out.append("no statebed V2 cell ran: nothing shows V2 holds under these faults")
@@ -165,7 +165,7 @@ class MatrixResult:
         v2 = self.native_v2()
         if not self.native_ok:
             out.append(f"{sum(r.valid is not True for r in v2)} of {len(v2)} native V2 cell(s) not valid (--strict-native)")
-        controls = self.v1_controls("native-v1")
+        controls = self.v1_controls(NATIVE_V1)
         if controls and not any(_caught(r) for r in controls):
             out.append(f"no native-v1 control was caught ({len(controls)} ran{_not_caught(controls)}; --strict-native)")
         return out
@@ -362,7 +362,7 @@ def render_table(result: MatrixResult) -> str:
 def render_verdict(result: MatrixResult) -> str:
     """One line: PASS/FAIL and why, the counts, the V1 control, native."""
     s = result.summary()
-    v2 = _counts(result.of("v2"), total="cells")
+    v2 = _counts(result.of(V2), total="cells")
     caught = {True: "caught", False: "NOT caught", None: "not in this selection"}[result.v1_caught]
     n = s["native"]
     verdict = "INTERRUPTED" if result.interrupted else "PASS" if result.exit_code == EXIT_OK else "FAIL"

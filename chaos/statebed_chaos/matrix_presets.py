@@ -14,9 +14,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from statebed_model.native_state import NATIVE_WORKLOADS, PLUGIN_MODES, is_native
+from statebed_model.native_state import NATIVE_WORKLOADS
 from statebed_model.workloads import WORKLOADS
 from statebed_store.errors import UsageError
+from statebed_store.formats import RUN_FORMATS, V1, V2, get_format
 from statebed_store.naming import path_segment
 
 from .experiment import Experiment
@@ -24,7 +25,7 @@ from .faults import KINDS, FaultSpec, NotApplicable, Trigger, fault_class
 
 __all__ = ["FAULTS", "FORMATS", "PRESETS", "Cell", "FaultPlan", "Preset", "Skipped", "plan_cells"]
 
-FORMATS = ("v1", "v2", "native-v1", "native-v2")  # native-v*: Spark's own store, checkpoint format 1 / 2
+FORMATS = RUN_FORMATS  # the matrix's columns: v1, v2, native-v1, native-v2 (statebed_store.formats)
 # the workloads whose V1 anomalies show: a random choice per attempt (the seed appendix's cases)
 NONDETERMINISTIC = frozenset({"bucket-collect", "sample3"})
 # restart-driver in statebed modes: each seed kills the driver at the next protocol step
@@ -47,10 +48,10 @@ class FaultPlan:
     native_companions: tuple[FaultSpec, ...] | None = None  # native-v1 / native-v2 cells' instead (None: the same)
 
     def companions_for(self, fmt: str) -> tuple[FaultSpec, ...]:
-        return self.native_companions if is_native(fmt) and self.native_companions is not None else self.companions
+        return self.native_companions if get_format(fmt).native and self.native_companions is not None else self.companions
 
     def sizes_for(self, fmt: str) -> dict[str, int]:
-        return self.native_sizes if is_native(fmt) and self.native_sizes is not None else self.sizes
+        return self.native_sizes if get_format(fmt).native and self.native_sizes is not None else self.sizes
 
     def spec(self, kind: str, fmt: str, seed: int, workload: str = "") -> FaultSpec:
         return FaultSpec(id="f1", kind=kind, at=Trigger(batch=self.batch), for_s=self.for_s, params=self.params(fmt, seed, workload))
@@ -81,18 +82,18 @@ _NATIVE_CLEANUP_HOLDS = tuple(replace(h, params={"partition": 0, "ms": 3000, "wh
 
 
 def _restart_params(fmt: str, seed: int, _workload: str) -> dict[str, Any]:
-    return {"step": "at-trigger"} if is_native(fmt) else {"step": _DRIVER_STEPS[seed % len(_DRIVER_STEPS)]}
+    return {"step": "at-trigger"} if get_format(fmt).native else {"step": _DRIVER_STEPS[seed % len(_DRIVER_STEPS)]}
 
 
 def _pause_params(fmt: str, _seed: int, _workload: str) -> dict[str, Any]:
     """Native tasks start later after the trigger (the map stage, Python workers): wait longer for the held one."""
-    return {"wait_s": 60} if is_native(fmt) else {}
+    return {"wait_s": 60} if get_format(fmt).native else {}
 
 
 def _zombie_params(fmt: str, _seed: int, workload: str) -> dict[str, Any]:
     """bucket-collect on Spark's store: a retry reads the same shuffle blocks, so the zombie must
     outlive its driver and the batch be planned again (`zombie_replan`) for the bucket anomaly."""
-    return {"replan": True, "hold_ms": 120000} if fmt in PLUGIN_MODES and workload == "bucket-collect" else {}
+    return {"replan": True, "hold_ms": 120000} if get_format(fmt).plugin and workload == "bucket-collect" else {}
 
 
 FAULTS: dict[str, FaultPlan] = {
@@ -170,10 +171,10 @@ PRESETS: dict[str, Preset] = {
     "quick": Preset(
         name="quick",
         combos=(
-            ("zombie-upload", "sample3", "v1"),  # the V1 positive control
-            ("zombie-upload", "sample3", "v2"),
-            ("restart-driver", "sample3", "v2"),
-            ("fail-changelog-upload", "bucket-collect", "v2"),
+            ("zombie-upload", "sample3", V1.name),  # the V1 positive control
+            ("zombie-upload", "sample3", V2.name),
+            ("restart-driver", "sample3", V2.name),
+            ("fail-changelog-upload", "bucket-collect", V2.name),
         ),
         seeds=1,
         base=Experiment(cluster="local", batches=4, rows_per_batch=2000, keyspace=200, partitions=2, workers=2, timeout_s=300.0),
@@ -254,7 +255,7 @@ def _fault_class(kind: str) -> Any:
 
 def _not_applicable(exp: Experiment) -> str | None:
     """Why this cell cannot run (None: it can)."""
-    if is_native(exp.format) and exp.workload not in NATIVE_WORKLOADS:
+    if get_format(exp.format).native and exp.workload not in NATIVE_WORKLOADS:
         return f"native runs support {', '.join(NATIVE_WORKLOADS)} only (no state reader for {exp.workload})"
     return _why_not(exp.faults[0], exp.format, exp.cluster, exp.storage)
 

@@ -6,13 +6,13 @@ import secrets
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-from statebed_model.native_state import NATIVE_MODES
 from statebed_store.config import MAX_SNAPSHOT_INTERVAL
 from statebed_store.errors import UsageError
+from statebed_store.formats import FORMATS, V2, Format
 
 __all__ = ["SPECULATION_CONF", "JobOptions"]
 
-Mode = Literal["v2", "v1", "native", "native-v1", "native-v2"]  # native: Spark's store (statebed_model.native_state)
+Mode = str  # a name in statebed_store.formats.FORMATS (`fmt` is its Format)
 ClusterKind = Literal["local", "standalone"]
 
 # Speculation tuned so a task that stalls gets a copy within seconds (Spark's defaults
@@ -33,7 +33,7 @@ class JobOptions:
     partitions: int = 3
     rows_per_batch: int = 20_000
     keyspace: int = 5_000
-    mode: Mode = "v2"
+    mode: Mode = V2.name
     cluster: ClusterKind = "local"
     workers: int = 2  # standalone only
     checkpoint: str = "checkpoint"  # relative to the run directory, or a path / s3:// URL
@@ -65,7 +65,7 @@ class JobOptions:
     sst_grace_s: float = 600.0
 
     def __post_init__(self) -> None:
-        if self.mode not in ("v2", "v1", *NATIVE_MODES):
+        if self.mode not in FORMATS:
             raise UsageError(f"mode must be v2, v1, native-v1, native-v2 or native (= native-v2), got {self.mode!r}")
         if self.hedge not in ("off", "on", "adaptive"):
             raise UsageError(f"--hedge must be off, on or adaptive, got {self.hedge!r}")
@@ -126,9 +126,14 @@ class JobOptions:
         return self.duration_s is not None or self.until_records is not None or self.stop_file is not None
 
     @property
+    def fmt(self) -> Format:
+        """The run's format (`mode` names it)."""
+        return FORMATS[self.mode]
+
+    @property
     def native(self) -> bool:
         """On Spark's own RocksDB store (native, native-v1, native-v2) rather than statebed's."""
-        return self.mode in NATIVE_MODES
+        return self.fmt.native
 
     def slow_task_spec(self) -> tuple[int, int, int] | None:
         if self.slow_task is None:
@@ -149,7 +154,7 @@ class JobOptions:
         command line (chaos and load drivers, the report's reproduce line). Workload, mode and seed
         always; every other field only when it differs from the default. `stop_file` round-trips when
         absolute (the CLI makes it so)."""
-        argv = ["--workload", self.workload, *(["--native"] if self.mode == "native" else ["--format", self.mode])]
+        argv = ["--workload", self.workload, *(["--native"] if self.fmt.legacy else ["--format", self.mode])]
         argv += ["--seed", str(self.seed)]
         default = JobOptions(seed=0)
         for name, flag in _FLAGS.items():

@@ -20,14 +20,13 @@ from __future__ import annotations
 
 import hashlib
 import os
-import shlex
 import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Sequence
 from pathlib import Path
 
+from statebed_store.formats import NATIVE_V2, V2, Format
 from statebed_store.localfs import move_durably
 
 from .jvm_plugin import BUILD
@@ -67,7 +66,7 @@ def java_options(extra_classpath: str = "") -> str:
 
 
 # The runs whose classes are archived: statebed's own store, and Spark's (with the plug-in's jar).
-_RUNS: tuple[tuple[str, ...], ...] = (("--format", "v2"), ("--format", "native-v2"))
+_RUNS: tuple[Format, ...] = (V2, NATIVE_V2)
 
 
 def build_archives() -> list[Path]:
@@ -75,25 +74,25 @@ def build_archives() -> list[Path]:
     from .jvm_plugin import build as plugin_jar
 
     done = []
-    for mode in _RUNS:
-        extra = str(plugin_jar()) if mode[-1].startswith("native-") else ""
+    for fmt in _RUNS:
+        extra = str(plugin_jar()) if fmt.plugin else ""
         archive = archive_path(extra)
         if not archive.is_file():
-            _dump(mode, archive)
+            _dump(fmt, archive)
         done.append(archive)
     return done
 
 
-def _dump(mode: Sequence[str], archive: Path) -> None:
+def _dump(fmt: Format, archive: Path) -> None:
     archive.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=archive.parent, prefix=".dump-") as tmp:
         part = Path(tmp) / archive.name
         env = dict(os.environ, **{CDS_ENV: "off", OPTS_ENV: f"-XX:ArchiveClassesAtExit={part} {QUIET}"})
-        argv = [sys.executable, "-m", "statebed_cli.main", "run", "--run-dir", str(Path(tmp) / "run"), *mode]
+        argv = [sys.executable, "-m", "statebed_cli.main", "run", "--run-dir", str(Path(tmp) / "run"), "--format", fmt.name]
         argv += ["--workload", "count", "--batches", "3", "--rows-per-batch", "1000", "--keyspace", "100", "--no-verify"]
         done = subprocess.run(argv, env=env, capture_output=True, text=True, check=False, timeout=600)
         if done.returncode != 0 or not part.is_file():
-            raise RuntimeError(f"the class-data archive's run failed ({shlex.join(mode)}, exit {done.returncode}): {done.stderr[-1500:]}")
+            raise RuntimeError(f"the class-data archive's run failed (--format {fmt}, exit {done.returncode}): {done.stderr[-1500:]}")
         try:
             move_durably(part, archive)
         except FileExistsError:  # another build dumped it meanwhile: the same classes

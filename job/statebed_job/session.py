@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from statebed_model.experimentdir import control_file
-from statebed_model.native_state import PLUGIN_MODES, native_format_version
 from statebed_model.rundir import RunDir
 from statebed_store import failpoints
 
@@ -53,7 +52,7 @@ def native_conf(opts: JobOptions, run: RunDir) -> dict[str, str]:
     maintenance and its offset / commit logs), plus `native_extra_conf`'s settings."""
     return {
         **NATIVE_CONF,
-        CHECKPOINT_FORMAT_CONF: str(native_format_version(opts.mode)),
+        CHECKPOINT_FORMAT_CONF: str(opts.fmt.version),
         RETAIN_CONF: str(opts.retain),
         **native_extra_conf(opts, run),
     }
@@ -63,7 +62,7 @@ def native_extra_conf(opts: JobOptions, run: RunDir) -> dict[str, str]:
     """What else a native session loads: in native-v1 / native-v2 the JVM failpoint plug-in
     (`spark.jars`, `spark.sql.streaming.checkpointFileManagerClass`, ...), following the run's
     failpoint control file; a pass-through while nothing is armed. `native` runs as before, without it."""
-    return plugin_confs(failpoint_control(run)) if opts.mode in PLUGIN_MODES else {}
+    return plugin_confs(failpoint_control(run)) if opts.fmt.plugin else {}
 
 
 # Environment the executors' Python workers need (statebed's own settings, S3 credentials).

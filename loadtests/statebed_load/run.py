@@ -33,21 +33,21 @@ import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 from statebed_chaos.driver_process import DriverProcess, python_env
 from statebed_chaos.experiment import Experiment
 from statebed_chaos.harness import Tracker, make_nemesis, run_command, storage, unfired
 from statebed_chaos.schedule import realise
-from statebed_job.config import JobOptions, Mode
+from statebed_job.config import JobOptions
 from statebed_model.experimentdir import ExperimentDir, control_file
-from statebed_model.native_state import NATIVE_MODES, is_native
 from statebed_model.rundir import RunDir
 from statebed_model.sources import IngestSource
 from statebed_store import S3Settings, open_storage
 from statebed_store.errors import RunFailedError, UsageError
 from statebed_store.failpoint_control import Control
 from statebed_store.failpoints import CONTROL_ENV
+from statebed_store.formats import FORMATS, V2, get_format
 from statebed_store.naming import commit_path
 from statebed_verify import EXIT_CODES, Verdict, merge_verdicts, summarise, verify_run
 from statebed_verify.history import History
@@ -75,7 +75,7 @@ class LoadOptions:
     keys: str = "uniform"
     keyspace: int = 1000
     batch_size: int = 20
-    format: str = "v2"  # v1 | v2 | native
+    format: str = V2.name  # a statebed_store.formats name
     partitions: int = 2
     trigger_ms: int = 1000
     seed: int | None = None
@@ -83,7 +83,7 @@ class LoadOptions:
     kill_ingest_at_s: float | None = None  # SIGKILL the ingest service this long into the load, restart it on its port
 
     def __post_init__(self) -> None:
-        if self.shape not in SHAPES or self.keys not in KEYS or self.format not in ("v1", "v2", *NATIVE_MODES):
+        if self.shape not in SHAPES or self.keys not in KEYS or self.format not in FORMATS:
             raise UsageError(f"--shape {self.shape!r} / keys {self.keys!r} / --format {self.format!r}: unknown")
         if min(self.users, self.batch_size, self.partitions, self.keyspace) < 1 or self.spawn_rate <= 0 or self.duration_s <= 0:
             raise UsageError("--users, --spawn-rate, --duration (and batch size, partitions, keyspace) must be > 0")
@@ -155,10 +155,10 @@ def job_options(opts: LoadOptions, exp: Experiment | None, seed: int, out: Path)
         given = {"workload": exp.workload, "cluster": exp.cluster, "workers": exp.workers, "partitions": exp.partitions}
         given["snapshot_interval"] = exp.snapshot_interval
         given["extra_conf"] = exp.spark_conf()
-        if exp.storage == "s3" and not is_native(opts.format):
+        if exp.storage == "s3" and not get_format(opts.format).native:
             given["checkpoint"] = f"s3://statebed/load-{out.name}-{seed}"
     given |= {"source": "ingest", "landing": str(out / "landing"), "stop_file": str(ExperimentDir(out).load / "stop")}
-    return JobOptions(seed=seed, mode=cast(Mode, opts.format), trigger_ms=opts.trigger_ms, **given)
+    return JobOptions(seed=seed, mode=opts.format, trigger_ms=opts.trigger_ms, **given)
 
 
 def job_command(opts: LoadOptions, exp: Experiment | None, seed: int, out: Path) -> list[str]:

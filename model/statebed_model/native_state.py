@@ -23,10 +23,8 @@ from statebed_store.unsaferow import decode_row
 from .rundir import RunDir
 
 __all__ = [
-    "NATIVE_MODES",
     "NATIVE_STATE",
     "NATIVE_WORKLOADS",
-    "PLUGIN_MODES",
     "READERS_FILE",
     "ReaderCheck",
     "collect_list_ids",
@@ -34,8 +32,6 @@ __all__ = [
     "encode_bucket",
     "encode_count",
     "encode_sample",
-    "is_native",
-    "native_format_version",
     "native_items",
     "native_state_items",
     "read_reader_check",
@@ -44,27 +40,6 @@ __all__ = [
 
 Items = Iterable[tuple[bytes, bytes]]
 _ROW_VERSION = b"\x00"  # the version byte Spark's state encoding puts before each UnsafeRow (decode_row wants it)
-
-# Run modes on Spark's own RocksDB store -> its checkpoint format version
-# (`spark.sql.streaming.stateStore.checkpointFormatVersion`). `native` is the name native V2
-# runs had before V1 existed; it stays, meaning V2, so older run.json files and scripts read on.
-NATIVE_MODES = {"native": 2, "native-v1": 1, "native-v2": 2}
-# The native modes whose sessions load the JVM failpoint plug-in (statebed_job.jvm_plugin), so
-# the failpoint faults reach Spark's own checkpoint I/O; `native` stays as it was, without it.
-PLUGIN_MODES = frozenset({"native-v1", "native-v2"})
-
-
-def is_native(mode: str) -> bool:
-    """A run (or experiment format) on Spark's own store rather than statebed's."""
-    return mode in NATIVE_MODES
-
-
-def native_format_version(mode: str) -> int:
-    """Spark's checkpoint format version for a native mode (1 or 2)."""
-    try:
-        return NATIVE_MODES[mode]
-    except KeyError:
-        raise UsageError(f"{mode!r} is no native mode (native modes: {', '.join(NATIVE_MODES)})") from None
 
 
 # -- the workloads' statebed encodings (both readers of native state translate into these) ---------

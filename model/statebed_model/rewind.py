@@ -30,11 +30,11 @@ from typing import Any
 from statebed_store.checkpoint_lock import CheckpointLock, lock_checkpoint
 from statebed_store.commitlog import CommitLog
 from statebed_store.errors import UsageError
+from statebed_store.formats import V1, get_format
 from statebed_store.naming import COMMITS_DIR, CRC_SUFFIX, OFFSETS_DIR, SOURCES_DIR, hadoop_crc_name, parse_batch_id, spark_batch_id
 from statebed_store.rebuild import require_rebuildable
 from statebed_store.storage import open_storage
 
-from .native_state import is_native
 from .rewind_journal import BACKUP_DIR, Journal, last_journal, new_journal, pending_journal
 from .rundir import RunDir, is_url
 
@@ -184,10 +184,10 @@ def _plan_run_dir(root: Path, batch: int) -> RewindPlan:
         raise UsageError(f"{run.info_path}: the run's checkpoint {state} is outside the run directory; rewind it on its own") from None
     plan = _plan(root, "run-dir", state, batch)
     spark = run.spark_checkpoint.relative_to(root).as_posix()
-    moves = [] if is_native(info.mode) else _entries(root, f"{state_rel}/{COMMITS_DIR}", batch)
+    moves = [] if get_format(info.mode).native else _entries(root, f"{state_rel}/{COMMITS_DIR}", batch)
     moves += _spark_moves(root, spark, batch) + _run_entries(root, batch)
     plan.moves = [(p, p) for p in moves]
-    if info.mode == "v1":
+    if get_format(info.mode) == V1:
         plan.notes.append(
             "format v1: state files after the batch stay and are loaded by name, so a reprocess may read the abandoned timeline"
         )

@@ -47,6 +47,7 @@ import pyarrow.parquet as pq
 from statebed_store.commitlog import CommitLog
 from statebed_store.config import S3Settings
 from statebed_store.errors import AlreadyExistsError, CorruptFileError, MissingFileError, NotRegularFileError, UsageError
+from statebed_store.formats import get_format
 from statebed_store.jsonsafe import loads_strict
 from statebed_store.naming import COMMITS_DIR
 from statebed_store.storage import Storage, open_storage
@@ -63,7 +64,7 @@ INPUT_SCHEMA = pa.schema([("id", pa.int64()), ("key", pa.int64()), ("value", pa.
 @dataclass
 class RunInfo:
     workload: str
-    mode: str  # "v2", "v1" (statebed's store) or "native" (Spark's RocksDB store, V2)
+    mode: str  # a statebed_store.formats name: v1, v2 (statebed's store), native-v1, native-v2, native (Spark's)
     partitions: int
     checkpoint: str  # directory or s3:// URL; relative paths are relative to the run dir
     params: dict[str, Any] = field(default_factory=dict)
@@ -169,9 +170,12 @@ class RunDir:
                 f"{name}: unknown run.json schema {doc.get('schema') if isinstance(doc, dict) else doc!r} (this reader knows {RUN_SCHEMA})"
             )
         try:
-            return RunInfo(**doc)
+            info = RunInfo(**doc)
         except TypeError as e:
             raise UsageError(f"{name}: unexpected or missing fields ({e})") from None
+        if isinstance(info.mode, str):  # a wrong type: the readers' own checks name it
+            get_format(info.mode, field=f"{name}: mode")  # a name statebed_store.formats knows, or one line
+        return info
 
     # -- batches --------------------------------------------------------------------------
     @staticmethod
@@ -260,7 +264,7 @@ class RunDir:
         """In a native run the commit log is Spark's: Spark commits batches in order and purges its
         log only below its `minBatchesToRetain` window, so a first entry k means batches 0..k-1
         committed and purged (0: nothing purged, or not Spark's log)."""
-        return ids[0] if ids and info.mode.startswith("native") else 0
+        return ids[0] if ids and get_format(info.mode).native else 0
 
     def maintenance(self) -> list[dict[str, Any]]:
         """Every maintenance record so far ([] before the first pass)."""

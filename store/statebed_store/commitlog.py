@@ -63,13 +63,16 @@ def render_commit(state_ids: StateIds | None, watermark_ms: int = 0) -> bytes:
     return b"v2\n" + json.dumps(doc, separators=(",", ":")).encode()
 
 
+COMMIT_LOG_VERSIONS = ("v1", "v2")  # the first line of a commit entry: Spark's log versions, a file header
+
+
 def parse_commit(data: bytes, *, file: str, batch_id: int) -> CommitRecord:
     if not data:
         raise CorruptFileError(file, "commit log entry is empty")
     text = data.decode("utf-8", errors="replace")
     first, _, body = text.partition("\n")
     first = first.strip()
-    if first not in ("v1", "v2"):
+    if first not in COMMIT_LOG_VERSIONS:
         if first.startswith("v") and first[1:].isdigit():
             raise UnknownFormatError(file, f"unknown commit log format {first} (this reader knows v1 and v2)")
         raise CorruptFileError(file, f"commit log entry does not start with a version line (found {first[:20]!r})")

@@ -26,11 +26,11 @@ from typing import Literal
 from urllib.parse import urlparse
 
 from .errors import UsageError
+from .formats import STORE_FORMATS, V2, StoreFormat
 from .lineage import CheckpointRef, lineage_to_json
 
 __all__ = ["MAX_SNAPSHOT_INTERVAL", "S3Settings", "StoreOptions", "default_local_dir", "env"]
 
-Format = Literal["v1", "v2"]
 HedgeMode = Literal["off", "on", "adaptive"]
 
 
@@ -74,7 +74,7 @@ def _seconds(name: str, value: object, high: float) -> None:
 class StoreOptions:
     """How a store checkpoints. Frozen: one value per provider, passed to executors as is."""
 
-    format: Format = "v2"
+    format: StoreFormat = V2.store_format
     # Queue a snapshot once this many changelogs follow the last (presumed) one; Spark's
     # minDeltasForSnapshot. The lineage in each changelog is at most this long.
     snapshot_interval: int = 10
@@ -105,7 +105,7 @@ class StoreOptions:
     hedge_snapshots: bool = False
 
     def __post_init__(self) -> None:
-        if self.format not in ("v1", "v2"):
+        if self.format not in STORE_FORMATS:
             raise UsageError(f"StoreOptions.format must be 'v1' or 'v2', got {self.format!r}")
         _int("snapshot_interval", self.snapshot_interval, 1, MAX_SNAPSHOT_INTERVAL, why=_INTERVAL_WHY)
         _int("retain_versions", self.retain_versions, 1, 10**9)

@@ -17,6 +17,7 @@ from typing import Any
 from .commitlog import CommitLog, CommitRecord
 from .config import StoreOptions
 from .errors import StatebedError, UsageError
+from .formats import V1, V2
 from .lineage import CheckpointRef
 from .naming import (
     CHANGELOG,
@@ -199,7 +200,7 @@ def list_checkpoint(storage: Storage) -> dict[str, Any]:
         needed = needed_names(files, needed_refs(window, commits.values(), files, idx))
         versions: dict[int, list[dict[str, Any]]] = {}
         for ref in files.refs():
-            kinds.add("v2" if ref.id is not None else "v1")
+            kinds.add((V2 if ref.id is not None else V1).name)
             entry: dict[str, Any] = {
                 "id": ref.id,
                 "committed": ref.version in committed and committed[ref.version] == ref.id,
@@ -266,7 +267,7 @@ def resolve_target(storage: Storage, store: StoreId, version: int | None, checkp
 def dump_state(storage: Storage, store: StoreId, ref: CheckpointRef) -> Iterator[tuple[bytes, bytes]]:
     """Every `(key, value)` of `ref`, rebuilt in a throwaway local instance."""
     with tempfile.TemporaryDirectory(prefix="statebed-dump-") as tmp:
-        opts = StoreOptions(local_dir=Path(tmp), format="v2" if ref.id is not None else "v1")
+        opts = StoreOptions(local_dir=Path(tmp), format=(V2 if ref.id is not None else V1).store_format)
         provider = StateStoreProvider(storage, store, opts, uploader=SnapshotUploader())
         try:
             txn = provider.load(ref.version, ref.id)

@@ -283,10 +283,14 @@ def _spark(storage: Storage) -> Partitioning:
     return out
 
 
+_OPERATOR_METADATA_VERSION = "v1"  # the first line of Spark's operator metadata file this reads
+_SCHEMA_WRITE_UTF, _SCHEMA_CHUNKED = "v1", "v2"  # Spark's schema file versions (a file header, not a checkpoint format)
+
+
 def _spark_operator(storage: Storage, op: int, path: str, out: Partitioning) -> None:
     shown = storage.display(path)
     head, _, body = storage.read(path).decode("utf-8", "replace").partition("\n")
-    doc = loads_strict(body, file=shown, what="operator metadata") if head.strip() == "v1" else None
+    doc = loads_strict(body, file=shown, what="operator metadata") if head.strip() == _OPERATOR_METADATA_VERSION else None
     if not isinstance(doc, dict):
         raise CorruptFileError(shown, f"operator metadata {head.strip()!r} is not the v1 format this check reads")
     name = str((doc.get("operatorInfo") or {}).get("operatorName"))
@@ -315,9 +319,9 @@ def _key_schema(storage: Storage, path: str) -> list[SparkType]:
     """The key schema of Spark's schema file (v1: writeUTF key, value; v2: chunked writeUTF)."""
     data = storage.read(path)
     version, pos = _utf(data, 0)
-    if version == "v1":
+    if version == _SCHEMA_WRITE_UTF:
         text, _ = _utf(data, pos)
-    elif version == "v2":
+    elif version == _SCHEMA_CHUNKED:
         (chunks,) = struct.unpack_from(">i", data, pos)
         pos += 4
         parts = []

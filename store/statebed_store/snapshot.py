@@ -105,10 +105,13 @@ def _files(doc: dict[str, Any], key: str, dfs_key: str, file: str) -> tuple[Immu
     return tuple(out)
 
 
+METADATA_VERSION = "v1"  # the first line of a snapshot's metadata (Spark's and ours): a file header
+
+
 def parse_metadata(data: bytes, *, file: str, version: int | None = None) -> SnapshotMetadata:
     text = data.decode("utf-8", errors="replace")
     first, _, body = text.partition("\n")
-    if first.strip() != "v1":
+    if first.strip() != METADATA_VERSION:
         raise UnknownFormatError(file, f"snapshot metadata version {first.strip()[:20]!r} is unknown (this reader knows v1)")
     doc = loads_strict(body, file=file, what="snapshot metadata")
     if not isinstance(doc, dict):

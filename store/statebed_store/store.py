@@ -41,6 +41,7 @@ from .errors import (
     UnplannableError,
     UsageError,
 )
+from .formats import FORMATS
 from .lineage import CheckpointRef
 from .log import get_logger, kv
 from .merge import replay_merge
@@ -163,7 +164,7 @@ class StateStoreProvider:
             else:
                 self._reload(ref)
             self.metrics.load_seconds += time.perf_counter() - t0
-            v2 = self.options.format == "v2"
+            v2 = FORMATS[self.options.format].ids
             switch = version > 0 and ((v2 and checkpoint_id is None) or (not v2 and checkpoint_id is not None))
             self._status = _Status.IN_TXN
             return StateStore(self, ref, new_checkpoint_id() if v2 else None, switch, task_info)
@@ -294,7 +295,7 @@ class StateStoreProvider:
         assert inst is not None
         t0 = time.perf_counter()
         new = CheckpointRef(txn.base.version + 1, txn.new_id)
-        v2 = self.options.format == "v2"
+        v2 = FORMATS[self.options.format].ids
         try:
             if txn.switch:
                 self._switch_snapshot(txn, new)

@@ -50,6 +50,12 @@ def test_the_run_directory_contract(location: tuple[str, S3Settings | None]) -> 
     for rec in ({"batch": 1, "status": "committed"}, {"batch": 0, "status": "committed"}, {"batch": 1, "status": "re-emitted"}):
         run.append_timing(rec)
     assert [(r["batch"], r["status"]) for r in run.timings()] == [(0, "committed"), (1, "committed"), (1, "re-emitted")]
+    doc = json.loads(run.storage.read("run.json"))
+    run.storage.write("run.json", json.dumps({**doc, "mode": "native"}).encode())  # older runs' name of native V2
+    assert run.read_info().mode == "native"
+    run.storage.write("run.json", json.dumps({**doc, "mode": "v9"}).encode())
+    with pytest.raises(UsageError, match=r"run.json: mode: unknown format 'v9' \(known: v1, v2, native-v1, native-v2\)"):
+        run.read_info()
     run.storage.write("run.json", b"{broken")
     with pytest.raises(UsageError, match="run.json: contents is not valid JSON"):
         run.read_info()

@@ -17,9 +17,10 @@ from statebed_cli.commands.run import _options
 from statebed_cli.main import build_parser
 from statebed_job.config import JobOptions
 from statebed_job.session import CHECKPOINT_FORMAT_CONF, RETAIN_CONF, spark_conf
-from statebed_model.native_state import collect_list_ids, encode_sample, is_native, native_format_version, native_items
+from statebed_model.native_state import collect_list_ids, encode_sample, native_items
 from statebed_model.rundir import RunDir
 from statebed_store.errors import CorruptFileError, UsageError
+from statebed_store.formats import get_format
 
 CONF = "spark.sql.streaming.stateStore.checkpointFormatVersion"
 
@@ -47,10 +48,11 @@ def test_retain_is_sparks_min_batches_to_retain_in_native_modes(tmp_path: Path, 
 
 
 def test_native_modes() -> None:
-    assert [is_native(m) for m in ("native", "native-v1", "native-v2", "v1", "v2")] == [True, True, True, False, False]
-    assert [native_format_version(m) for m in ("native", "native-v1", "native-v2")] == [2, 1, 2]
-    with pytest.raises(UsageError, match="no native mode"):
-        native_format_version("v1")
+    assert [get_format(m).native for m in ("native", "native-v1", "native-v2", "v1", "v2")] == [True, True, True, False, False]
+    assert [get_format(m).version for m in ("native", "native-v1", "native-v2")] == [2, 1, 2]
+    assert [get_format(m).plugin for m in ("native", "native-v1", "native-v2", "v1", "v2")] == [False, True, True, False, False]
+    with pytest.raises(UsageError, match="format: unknown format 'native-v3' \\(known: v1, v2, native-v1, native-v2\\)"):
+        get_format("native-v3")
     with pytest.raises(UsageError, match="native-v1, native-v2"):
         JobOptions(mode="native-v3")  # type: ignore[arg-type]
 

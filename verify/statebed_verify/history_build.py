@@ -10,9 +10,9 @@ from typing import Any
 
 from statebed_model.attempts import AttemptRecord, read_attempts
 from statebed_model.eventlog import EventLog, TaskAttempt, read_event_log
-from statebed_model.native_state import is_native
 from statebed_model.rundir import RunDir
 from statebed_store.errors import StatebedError
+from statebed_store.formats import get_format
 
 from .history import History, Op, Outcome
 
@@ -30,7 +30,7 @@ def add_run_ops(history: History, run: RunDir) -> list[str]:
     except StatebedError as e:
         notes.append(f"no event log: {e}")
         log = EventLog()
-    if is_native(run.read_info().mode):
+    if get_format(run.read_info().mode).native:
         for t in log.tasks:
             _op(history, "task-attempt", _spark_outcome(t), t.launch_ms / 1000, _end(t), **_spark_fields(t))
         return notes

@@ -44,6 +44,7 @@ from typing import Any
 from statebed_store import CheckpointRef, CommitLog, HeaderCache, Storage, StoreFiles, StoreId
 from statebed_store.commitlog import CommitRecord, parse_commit
 from statebed_store.errors import CheckpointFileError, ForeignFileError, LineageError, UnplannableError, UsageError
+from statebed_store.formats import V1, V2
 from statebed_store.inspection import committed_store_names, discover_stores, store_index
 from statebed_store.lineage import Lineage
 from statebed_store.naming import CHANGELOG, COMMITS_DIR, DEFAULT_STORE, SNAPSHOT, StateFileName, sidecar_name
@@ -143,13 +144,13 @@ def verify_lineage(storage: Storage, *, all_versions: bool = False, cache: Heade
     ctx.notes.extend(CommitLog(storage).strays())
     ctx.commits = _read_commits(ctx, batch_ids)
     _check_commit_gaps(ctx, batch_ids)
-    kinds = {"v2" if rec.state_ids is not None else "v1" for rec in ctx.commits.values()}
-    fmt = "mixed" if len(kinds) > 1 else (kinds.pop() if kinds else "v1")
+    kinds = {(V2 if rec.state_ids is not None else V1).name for rec in ctx.commits.values()}
+    fmt = "mixed" if len(kinds) > 1 else (kinds.pop() if kinds else V1.name)
     notes = ctx.notes
     stores = discover_stores(storage, notes)
     ctx.partitioning = checkpoint_partitioning(storage)
     verdicts: list[Verdict] = []
-    if fmt == "v1":
+    if fmt == V1.name:
         notes.append("V1 checkpoint: the commit log records no checkpoint ids, so there is no lineage to check")
         verdicts.append("unknown")
     _check_expected_stores(ctx, stores)
@@ -158,7 +159,7 @@ def verify_lineage(storage: Storage, *, all_versions: bool = False, cache: Heade
         _check_store(ctx, store, store_index(store, siblings))
     notes += ctx.partitioning.unchecked_notes(stores)
     ctx.anomalies += ctx.keys.anomalies()
-    if ctx.v1_checked and fmt != "v1":
+    if ctx.v1_checked and fmt != V1.name:
         notes.append(
             f"versions {_ranges(sorted(ctx.v1_checked))} were committed by V1 entries (no ids): checked for files "
             "and loadability by version only, their lineage cannot be checked"

@@ -27,9 +27,9 @@ from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
 from statebed_model.eventlog import EventLog, read_event_log
-from statebed_model.native_state import NATIVE_MODES
 from statebed_model.rundir import RunDir
 from statebed_store.failpoint_control import Control
+from statebed_store.formats import FORMATS
 from statebed_store.naming import OFFSETS_DIR, commit_path
 from statebed_verify.history import History
 
@@ -140,7 +140,7 @@ class Fault(ABC):
 
     kind: ClassVar[str]
     description: ClassVar[str]
-    modes: ClassVar[frozenset[str]] = frozenset({"v1", "v2", *NATIVE_MODES})  # formats it applies to
+    modes: ClassVar[frozenset[str]] = frozenset(FORMATS)  # formats it applies to
     needs: ClassVar[frozenset[str]] = frozenset()  # "standalone" (speculation), "s3-proxy" (network faults)
     restarts_driver: bool = False  # the driver is expected to die: the runner restarts it with --resume (a kind, or one fault's params)
     # Spark settings a run needs for this fault to be provable; its baseline runs with them too.

@@ -31,10 +31,10 @@ from typing import Any, ClassVar
 from statebed_job.maintenance import Maintenance, PassRecord
 from statebed_model.attempts import read_attempts
 from statebed_model.eventlog import TaskAttempt
-from statebed_model.native_state import PLUGIN_MODES
 from statebed_store import CommitLog, open_storage
 from statebed_store.errors import StatebedError, UsageError
 from statebed_store.failpoint_spec import MAX_HOLD_MS
+from statebed_store.formats import PLUGIN_FORMATS, STATEBED_FORMATS, get_format
 
 from .base import Evidence, Fault, FaultContext, FaultSpec
 from .cleanup_native import NativeCleanupRace, alive, attempt_json
@@ -47,7 +47,7 @@ __all__ = ["FAULT", "CleanupRace"]
 class CleanupRace(Fault):
     kind: ClassVar[str] = "cleanup-race"
     description: ClassVar[str] = "maintenance after every committed batch, small retention, while attempts race"
-    modes: ClassVar[frozenset[str]] = frozenset({"v1", "v2", *PLUGIN_MODES})  # native: Spark's own maintenance races
+    modes: ClassVar[frozenset[str]] = STATEBED_FORMATS | PLUGIN_FORMATS  # native: Spark's own maintenance races
 
     def __init__(self, spec: FaultSpec) -> None:
         super().__init__(spec)
@@ -70,14 +70,14 @@ class CleanupRace(Fault):
         self._done = threading.Event()
 
     def run_conf(self, mode: str) -> dict[str, str]:
-        return self.native.spark_conf() if mode in PLUGIN_MODES else {}
+        return self.native.spark_conf() if get_format(mode).plugin else {}
 
     @property
     def record(self) -> str:
         return f"faults/{self.spec.id}-maintenance.jsonl"
 
     def inject(self, ctx: FaultContext) -> dict[str, Any]:
-        if ctx.mode in PLUGIN_MODES:
+        if get_format(ctx.mode).plugin:
             return self.native.inject(ctx)
         info = ctx.run.read_info()
         storage = open_storage(ctx.run.checkpoint_location(info), ctx.run.s3)
@@ -140,7 +140,7 @@ class CleanupRace(Fault):
             self._thread = None
 
     def evidence(self, ctx: FaultContext) -> Evidence:
-        if ctx.mode in PLUGIN_MODES:
+        if get_format(ctx.mode).plugin:
             return self.native.evidence(ctx)
         try:
             rows = [json.loads(line) for line in ctx.run.storage.read(self.record).splitlines() if line.strip()]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from statebed_model.native_state import PLUGIN_MODES
+from statebed_store.formats import PLUGIN_FORMATS, STATEBED_FORMATS
 
 from .base import FaultSpec
 from .failpoint_fault import FailpointFault, filter_text, term_target
@@ -25,7 +25,7 @@ class DropSnapshotUpload(FailpointFault):
     point = "snapshot.upload.before"
     action = "drop"
     arm_at_inject: ClassVar[bool] = True
-    modes: ClassVar[frozenset[str]] = frozenset({"v1", "v2", *PLUGIN_MODES})  # native: through the JVM plug-in
+    modes: ClassVar[frozenset[str]] = STATEBED_FORMATS | PLUGIN_FORMATS  # native: through the JVM plug-in
     native_points: ClassVar[dict[str, str]] = {"snapshot.upload.before": "native.snapshot.upload"}
 
     def __init__(self, spec: FaultSpec) -> None:

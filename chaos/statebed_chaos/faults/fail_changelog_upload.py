@@ -18,8 +18,8 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from statebed_model.attempts import read_attempts
-from statebed_model.native_state import PLUGIN_MODES, is_native
 from statebed_store.errors import UsageError
+from statebed_store.formats import PLUGIN_FORMATS, STATEBED_FORMATS, get_format
 
 from .base import Evidence, FaultContext, FaultSpec, NotApplicable
 from .failpoint_fault import FailpointFault, filter_text, matching, term_target
@@ -35,7 +35,7 @@ class FailChangelogUpload(FailpointFault):
     description: ClassVar[str] = "one attempt's changelog upload fails once (error before or after the write); Spark retries"
     point = "changelog.upload.before"
     action = "error"
-    modes: ClassVar[frozenset[str]] = frozenset({"v1", "v2", *PLUGIN_MODES})  # native: through the JVM plug-in
+    modes: ClassVar[frozenset[str]] = STATEBED_FORMATS | PLUGIN_FORMATS  # native: through the JVM plug-in
     native_points: ClassVar[dict[str, str]] = {"changelog.upload.before": "native.changelog.upload"}
 
     def __init__(self, spec: FaultSpec) -> None:
@@ -49,7 +49,7 @@ class FailChangelogUpload(FailpointFault):
 
     def check(self, mode: str, cluster: str, storage: str) -> None:
         super().check(mode, cluster, storage)
-        if is_native(mode) and cluster == "local":
+        if get_format(mode).native and cluster == "local":
             raise NotApplicable(f"{self.kind}: local[N] gives Spark's task one try, so the failed upload would fail the query")
 
     def inject(self, ctx: FaultContext) -> dict[str, Any]:
@@ -62,7 +62,7 @@ class FailChangelogUpload(FailpointFault):
 
     def evidence(self, ctx: FaultContext) -> Evidence:
         ev = super().evidence(ctx)
-        if ev.fired and not is_native(ctx.mode):  # native runs record no attempts: Spark's event log has the retry
+        if ev.fired and not get_format(ctx.mode).native:  # native runs record no attempts: Spark's event log has the retry
             retries = [
                 {"attempt": a.attempt, "outcome": a.outcome, "host": a.host, "checkpoint_id": a.checkpoint_id}
                 for a in read_attempts(ctx.run.root)

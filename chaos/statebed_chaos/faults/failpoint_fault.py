@@ -10,8 +10,8 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from statebed_job import jvm_plugin  # noqa: F401  (registers the plug-in's native.* points, so the control file accepts them)
-from statebed_model.native_state import PLUGIN_MODES, is_native, native_format_version
 from statebed_store.errors import UsageError
+from statebed_store.formats import STATEBED_FORMATS, get_format
 
 from .base import Evidence, Fault, FaultContext, FaultSpec, NotApplicable
 from .processes import add_term, remove_term, task_is
@@ -38,7 +38,7 @@ def filter_text(target: dict[str, int]) -> str:
 def attempt0_filter(where: dict[str, int], mode: str) -> dict[str, int]:
     """`where` plus attempt 0, except in native V2 runs: Spark closes V2's state files on its
     checksum pool threads, which carry no task context, so no attempt can be named there."""
-    return where if is_native(mode) and native_format_version(mode) == 2 else {**where, "attempt": 0}
+    return where if get_format(mode).native and get_format(mode).version == 2 else {**where, "attempt": 0}
 
 
 def term_target(spec: FaultSpec, *, batch: bool, attempt: int | None) -> dict[str, int]:
@@ -69,7 +69,7 @@ class FailpointFault(Fault):
     Subclasses set `point`, `action` (the firing action that proves it, e.g. "drop") and build
     `self.target` (the task filter) and `self.term` (the whole term, filter included)."""
 
-    modes: ClassVar[frozenset[str]] = frozenset({"v1", "v2"})  # statebed's failpoints; native Spark has none
+    modes: ClassVar[frozenset[str]] = STATEBED_FORMATS  # statebed's failpoints; native Spark has none
     point: str  # a class default; a fault may choose it per instance (e.g. `when: after`)
     action: str
     arm_at_inject: ClassVar[bool] = False  # armed for a window (trigger .. heal) instead of the whole run
@@ -83,12 +83,12 @@ class FailpointFault(Fault):
 
     def check(self, mode: str, cluster: str, storage: str) -> None:
         super().check(mode, cluster, storage)
-        if is_native(mode) and self.point not in self.native_points:
+        if get_format(mode).native and self.point not in self.native_points:
             raise NotApplicable(f"{self.kind} at {self.point} has no point in Spark's checkpoint I/O")
 
     def _bind(self, ctx: FaultContext) -> None:
         """A native run: the plug-in's point for the same write (idempotent)."""
-        if ctx.mode in PLUGIN_MODES:
+        if get_format(ctx.mode).plugin:
             self.point = self.native_points.get(self.point, self.point)
 
     def prepare(self, ctx: FaultContext) -> None:

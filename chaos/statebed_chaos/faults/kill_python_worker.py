@@ -19,6 +19,7 @@ from typing import Any, ClassVar
 
 from statebed_model.attempts import read_attempts
 from statebed_store.errors import UsageError
+from statebed_store.formats import STATEBED_FORMATS
 
 from .base import Evidence, Fault, FaultContext, FaultSpec
 from .processes import NoTarget, add_term, brief, event_log_or_none, injection, remove_term, running_attempts
@@ -31,7 +32,7 @@ HOLD_POINT = "task.load.after"
 class KillPythonWorker(Fault):
     kind: ClassVar[str] = "kill-python-worker"
     description: ClassVar[str] = "SIGKILL the Python worker running a state task"
-    modes: ClassVar[frozenset[str]] = frozenset({"v1", "v2"})
+    modes: ClassVar[frozenset[str]] = STATEBED_FORMATS
 
     def __init__(self, spec: FaultSpec) -> None:
         super().__init__(spec)

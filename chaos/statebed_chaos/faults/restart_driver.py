@@ -18,8 +18,8 @@ from __future__ import annotations
 import signal
 from typing import Any, ClassVar
 
-from statebed_model.native_state import is_native
 from statebed_store.errors import UsageError
+from statebed_store.formats import get_format
 from statebed_verify.history import Op
 
 from .base import Evidence, Fault, FaultContext, FaultSpec, NotApplicable
@@ -54,14 +54,14 @@ class RestartDriver(Fault):
         self._armed: str | None = None
 
     def step(self, mode: str) -> str:
-        return str(self.spec.params.get("step") or ("at-trigger" if is_native(mode) else "after-task-commits"))
+        return str(self.spec.params.get("step") or ("at-trigger" if get_format(mode).native else "after-task-commits"))
 
     def point(self, mode: str) -> str | None:
         return STEPS[self.step(mode)]
 
     def check(self, mode: str, cluster: str, storage: str) -> None:
         super().check(mode, cluster, storage)
-        if is_native(mode) and self.point(mode) is not None:
+        if get_format(mode).native and self.point(mode) is not None:
             raise NotApplicable(f"{self.kind} step {self.step(mode)} needs statebed's driver failpoints; native runs use step at-trigger")
 
     def prepare(self, ctx: FaultContext) -> None:

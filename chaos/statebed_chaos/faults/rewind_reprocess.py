@@ -24,10 +24,10 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from statebed_model.native_state import is_native
 from statebed_model.rewind import plan_rewind
 from statebed_model.rewind_journal import Journal, last_journal
 from statebed_store.errors import UsageError
+from statebed_store.formats import get_format
 from statebed_store.naming import COMMITS_DIR
 
 from .base import Evidence, Fault, FaultContext, FaultSpec, NotApplicable
@@ -61,13 +61,13 @@ class RewindReprocess(Fault):
 
     def _uses(self, mode: str) -> tuple[bool, bool]:
         """(drop_snapshots, diverge) in `mode`: unset means on in statebed modes, off in native."""
-        native = is_native(mode)
+        native = get_format(mode).native
         return (not native if self.drop_snapshots is None else self.drop_snapshots), (not native if self.diverge is None else self.diverge)
 
     def check(self, mode: str, cluster: str, storage: str) -> None:
         super().check(mode, cluster, storage)
         drop, diverge = self._uses(mode)
-        if is_native(mode) and (drop or diverge):
+        if get_format(mode).native and (drop or diverge):
             raise NotApplicable(f"{self.kind} drop_snapshots / diverge need statebed's failpoints; native runs set both false")
         if storage != "local":
             raise NotApplicable(f"{self.kind} needs storage: local (a rewind moves checkpoint files by rename)")

@@ -22,8 +22,8 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from statebed_job import jvm_plugin  # noqa: F401  (registers the plug-in's native.* points, so the control file accepts them)
-from statebed_model.native_state import PLUGIN_MODES, is_native
 from statebed_store.errors import UsageError
+from statebed_store.formats import PLUGIN_FORMATS, STATEBED_FORMATS, V2, get_format
 
 from .base import Evidence, Fault, FaultContext, FaultSpec, NotApplicable
 from .failpoint_fault import attempt0_filter, filter_text
@@ -38,7 +38,7 @@ NATIVE_POINT = "native.changelog.upload"  # Spark's store: the changelog close i
 class SlowAttempt(Fault):
     kind: ClassVar[str] = "slow-attempt"
     description: ClassVar[str] = "attempt 0 of one state task stays alive but slow, after (or before) its commit"
-    modes: ClassVar[frozenset[str]] = frozenset({"v1", "v2", *PLUGIN_MODES})  # native: through the JVM plug-in
+    modes: ClassVar[frozenset[str]] = STATEBED_FORMATS | PLUGIN_FORMATS  # native: through the JVM plug-in
 
     def __init__(self, spec: FaultSpec) -> None:
         super().__init__(spec)
@@ -50,12 +50,12 @@ class SlowAttempt(Fault):
         self.partition, self.ms = int(p.get("partition", 0)), int(p.get("ms", 8000))
         if self.partition < 0 or self.ms <= 0:
             raise UsageError(f"fault {spec.id} ({spec.kind}): partition must be >= 0 and ms > 0")
-        self.term = self._term("v2")  # statebed's formats; a native run rebinds it (`_bind`)
+        self.term = self._term(V2.name)  # statebed's formats; a native run rebinds it (`_bind`)
         self._armed: str | None = None
 
     def check(self, mode: str, cluster: str, storage: str) -> None:
         super().check(mode, cluster, storage)
-        if is_native(mode) and self.when != "after":
+        if get_format(mode).native and self.when != "after":
             raise NotApplicable(
                 f"{self.kind} when: {self.when} has no point in Spark's checkpoint I/O (native: when: after, the changelog close)"
             )
@@ -66,7 +66,7 @@ class SlowAttempt(Fault):
 
     def _bind(self, ctx: FaultContext) -> None:
         """A native run: the plug-in's point, and the filter its context can match (idempotent)."""
-        if ctx.mode in PLUGIN_MODES:
+        if get_format(ctx.mode).plugin:
             self.point, self.term = NATIVE_POINT, self._term(ctx.mode)
 
     def _term(self, mode: str) -> str:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import time
 from typing import Any, ClassVar
 
+from statebed_store.formats import STATEBED_FORMATS
 from statebed_store.jsonsafe import loads_strict
 
 from .base import Evidence, Fault, FaultContext, FaultSpec, NotApplicable
@@ -23,7 +24,7 @@ __all__ = ["ToxicFault"]
 class ToxicFault(Fault):
     """A toxic on the proxy "s3"; subclasses set `toxic_type` and `defaults` (its attributes)."""
 
-    modes = frozenset({"v1", "v2"})  # native Spark has no s3a jars on this machine
+    modes = STATEBED_FORMATS  # native Spark has no s3a jars on this machine
     needs = frozenset({"s3-proxy"})
     toxic_type: ClassVar[str]
     defaults: ClassVar[dict[str, int]]

@@ -16,7 +16,6 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from statebed_model.native_state import is_native
 from statebed_model.rewind import lock
 from statebed_model.rewind_journal import BACKUP_DIR, pending_journal
 from statebed_model.rundir import RunDir, is_url
@@ -24,6 +23,7 @@ from statebed_store import S3Settings, Storage
 from statebed_store.cleanup import DELETE_BATCH, CheckpointCleanup, cleanup_checkpoint
 from statebed_store.config import StoreOptions
 from statebed_store.errors import UsageError
+from statebed_store.formats import get_format
 from statebed_store.naming import COMMITS_DIR, OFFSETS_DIR, hadoop_crc_name, printable
 
 from ..common import EXIT_OK, add_s3_args, emit_json, open_checkpoint, open_location, positive_int
@@ -88,7 +88,7 @@ def _target(args: argparse.Namespace) -> Target:
 
 def _run_dir(run: RunDir, args: argparse.Namespace, root: Path | None) -> Target:
     info = run.read_info()
-    if is_native(info.mode):  # native, native-v1, native-v2: Spark's checkpoint, Spark's maintenance owns it
+    if get_format(info.mode).native:  # native, native-v1, native-v2: Spark's checkpoint, Spark's maintenance owns it
         return Target(open_location(args, str(run.spark_checkpoint)), "spark", root)
     return Target(open_location(args, run.checkpoint_location(info)), "run-dir", root)
 

@@ -38,6 +38,7 @@ from statebed_store import (
     StoreOptions,
 )
 from statebed_store.errors import MissingFileError, UsageError
+from statebed_store.formats import STATEBED_FORMATS, V2, get_format
 from statebed_store.inspection import list_checkpoint
 from statebed_store.jsonsafe import loads_strict
 from statebed_store.naming import printable
@@ -55,7 +56,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.add_argument("--batches", type=non_negative_int, default=12, help="batches to run (default: %(default)s)")
     p.add_argument("--partitions", type=non_negative_int, default=3, help="state partitions (default: %(default)s)")
     p.add_argument("--rows", type=non_negative_int, default=20_000, help="records per batch (default: %(default)s)")
-    p.add_argument("--format", choices=("v1", "v2"), default="v2", help="checkpoint format (default: %(default)s)")
+    p.add_argument("--format", choices=sorted(STATEBED_FORMATS), default=V2.name, help="checkpoint format (default: %(default)s)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     add_s3_args(p)
     p.set_defaults(run=run)
@@ -150,7 +151,7 @@ def _run(args: argparse.Namespace, storage: Storage, parts: int, local: Path) ->
                 expected = prev.id_for(OPERATOR, p) if prev else None
                 if res.base_id != expected:
                     raise BaseIdMismatchError(f"batch {b} partition {p}: task built on {res.base_id}, commit log has {expected}")
-            ids = {OPERATOR: [[r.checkpoint_id] for r in results]} if args.format == "v2" else None
+            ids = {OPERATOR: [[r.checkpoint_id] for r in results]} if get_format(args.format).ids else None
             log.write(b, ids)
             print(f"batch {b}: committed version {b + 1} for {parts} partitions", file=sys.stderr)
         providers[0].uploader.drain(30)

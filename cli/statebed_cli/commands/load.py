@@ -20,6 +20,7 @@ from statebed_chaos.experiment import load_experiment
 from statebed_chaos.limits import MAX_DURATION_S, MAX_SIZES
 from statebed_load.prometheus import PROMETHEUS_HELP, prometheus_for_run
 from statebed_load.run import KEYS, SHAPES, LoadOptions, run_load
+from statebed_store.formats import FORMATS, V2
 
 from ..common import bounded_int, duration_arg, non_negative_int, positive_int
 from .run import positive_float
@@ -44,7 +45,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     r.add_argument("--batch-size", type=positive_int, default=d.batch_size, help=f"events per request (default: {d.batch_size})")
     r.add_argument(
         "--format",
-        choices=("v1", "v2", "native", "native-v1", "native-v2"),
+        choices=tuple(FORMATS),
         default=None,
         help="the job's store (default: the experiment's, else v2; native = native-v2)",
     )
@@ -77,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
         keys=args.keys,
         keyspace=args.keyspace,
         batch_size=args.batch_size,
-        format=args.format or (exp.format if exp is not None else "v2"),
+        format=args.format or (exp.format if exp is not None else V2.name),
         partitions=args.partitions,
         trigger_ms=args.trigger_ms,
         seed=args.seed,

@@ -18,6 +18,7 @@ from statebed_model.rundir import RunDir
 from statebed_model.workloads import WORKLOADS
 from statebed_store import S3Settings, failpoints
 from statebed_store.errors import UsageError
+from statebed_store.formats import LEGACY_NATIVE, RUN_FORMATS
 from statebed_verify import EXIT_CODES, merge_verdicts, summarise, verify_run
 
 from ..common import duration_arg, non_negative_int, positive_int
@@ -49,7 +50,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     )
     p.add_argument(
         "--format",
-        choices=("v1", "v2", "native-v1", "native-v2"),
+        choices=RUN_FORMATS,
         help="statebed checkpoint format v1/v2 (default: v2; v1 is the positive control), or Spark's own RocksDB store "
         "with checkpointFormatVersion 1/2 (native-v1/native-v2)",
     )
@@ -150,7 +151,7 @@ def _options(args: argparse.Namespace) -> JobOptions:
         "partitions": args.partitions,
         "rows_per_batch": args.rows_per_batch,
         "keyspace": args.keyspace,
-        "mode": "native" if args.native else args.format,
+        "mode": LEGACY_NATIVE.name if args.native else args.format,
         "cluster": args.cluster,
         "workers": args.workers,
         "checkpoint": args.checkpoint,
