@@ -50,7 +50,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     option = config.getoption("--e2e-state")
     if option is None:
         return
-    state = Path(option)
+    state = Path(option).absolute()  # a test may change the working directory (monkeypatch.chdir): the file stays put
     state.parent.mkdir(parents=True, exist_ok=True)
     config.stash[_FILE] = state
     done = passed_tests(state)
@@ -86,7 +86,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     _state_file.clear()
     _current_phases.clear()
     if option is not None:
-        _state_file.append(Path(option))
+        _state_file.append(Path(option).absolute())  # as the collection hook: a chdir in a test cannot move it
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, exitstatus: int, config: pytest.Config) -> None:

@@ -44,3 +44,15 @@ def test_a_rerun_continues_where_the_last_one_stopped(tmp_path: Path) -> None:
     assert done.returncode == 0 and "2 deselected" in done.stdout, done.stdout
     state.write_text(state.read_text() + "test_t.py::test_torn")  # a line cut short by a kill is ignored
     assert set(passed_tests(state)) == {"test_t.py::test_ok", "test_t.py::test_flaky"}
+
+
+def test_a_relative_state_file_stays_put_when_a_test_changes_directory(tmp_path: Path) -> None:
+    """Seen in `make e2e`: a module fixture chdir'd for Spark's scratch files, and the next record
+    went to a relative path that no longer existed (INTERNALERROR, the run lost)."""
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")
+    (tmp_path / "away").mkdir()
+    (tmp_path / "test_t.py").write_text(f"import os\ndef test_moves(): os.chdir({str(tmp_path / 'away')!r})\ndef test_after(): pass\n")
+    done = _pytest(tmp_path, Path("state") / "passed.tsv")
+    assert done.returncode == 0 and "2 passed" in done.stdout, done.stdout + done.stderr
+    assert set(passed_tests(tmp_path / "state" / "passed.tsv")) == {"test_t.py::test_moves", "test_t.py::test_after"}
+    assert not (tmp_path / "away" / "state").exists()
