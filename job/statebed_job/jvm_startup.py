@@ -24,12 +24,14 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 
 from statebed_store.formats import NATIVE_V2, V2, Format
 from statebed_store.localfs import move_durably
 
 from .jvm_plugin import BUILD
+from .procs import run_to_end
 
 __all__ = ["CDS_ENV", "OPTS_ENV", "archive_path", "build_archives", "java_options"]
 
@@ -84,13 +86,13 @@ def build_archives() -> list[Path]:
 
 
 def _dump(fmt: Format, archive: Path) -> None:
+    """A small run of `fmt` in a child JVM that writes its loaded classes to `archive` at exit."""
     archive.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=archive.parent, prefix=".dump-") as tmp:
         part = Path(tmp) / archive.name
         env = dict(os.environ, **{CDS_ENV: "off", OPTS_ENV: f"-XX:ArchiveClassesAtExit={part} {QUIET}"})
-        argv = [sys.executable, "-m", "statebed_cli.main", "run", "--run-dir", str(Path(tmp) / "run"), "--format", fmt.name]
-        argv += ["--workload", "count", "--batches", "3", "--rows-per-batch", "1000", "--keyspace", "100", "--no-verify"]
-        done = subprocess.run(argv, env=env, capture_output=True, text=True, check=False, timeout=600)
+        argv = [sys.executable, "-m", "statebed_job.jvm_startup", "--dump-run", fmt.name, str(Path(tmp) / "run")]
+        done = run_to_end(argv, env=env, timeout=600)  # its own session: a timeout or Ctrl-C stops its JVM too
         if done.returncode != 0 or not part.is_file():
             raise RuntimeError(f"the class-data archive's run failed (--format {fmt}, exit {done.returncode}): {done.stderr[-1500:]}")
         try:
@@ -99,8 +101,19 @@ def _dump(fmt: Format, archive: Path) -> None:
             pass
 
 
-def main() -> int:
+def _dump_run(fmt: str, run_dir: str) -> None:
+    """The run whose classes are archived: the job itself, in this process (no CLI above it)."""
+    from .config import JobOptions
+    from .runner import run_job
+
+    run_job(run_dir, JobOptions(workload="count", mode=fmt, batches=3, rows_per_batch=1000, keyspace=100, seed=1), progress=False)
+
+
+def main(argv: Sequence[str] = ()) -> int:
     """`python -m statebed_job.jvm_startup`: build the archives (`make jvm`), print their paths."""
+    if len(argv) == 3 and argv[0] == "--dump-run":  # the child `_dump` starts
+        _dump_run(argv[1], argv[2])
+        return 0
     try:
         paths = build_archives()
     except (RuntimeError, subprocess.TimeoutExpired) as e:
@@ -112,4 +125,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))
