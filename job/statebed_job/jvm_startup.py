@@ -24,7 +24,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Sequence
 from pathlib import Path
 
 from statebed_store.formats import NATIVE_V2, V2, Format
@@ -91,7 +90,7 @@ def _dump(fmt: Format, archive: Path) -> None:
     with tempfile.TemporaryDirectory(dir=archive.parent, prefix=".dump-") as tmp:
         part = Path(tmp) / archive.name
         env = dict(os.environ, **{CDS_ENV: "off", OPTS_ENV: f"-XX:ArchiveClassesAtExit={part} {QUIET}"})
-        argv = [sys.executable, "-m", "statebed_job.jvm_startup", "--dump-run", fmt.name, str(Path(tmp) / "run")]
+        argv = [sys.executable, "-m", "statebed_job.cds_dump", fmt.name, str(Path(tmp) / "run")]
         done = run_to_end(argv, env=env, timeout=600)  # its own session: a timeout or Ctrl-C stops its JVM too
         if done.returncode != 0 or not part.is_file():
             raise RuntimeError(f"the class-data archive's run failed (--format {fmt}, exit {done.returncode}): {done.stderr[-1500:]}")
@@ -101,19 +100,8 @@ def _dump(fmt: Format, archive: Path) -> None:
             pass
 
 
-def _dump_run(fmt: str, run_dir: str) -> None:
-    """The run whose classes are archived: the job itself, in this process (no CLI above it)."""
-    from .config import JobOptions
-    from .runner import run_job
-
-    run_job(run_dir, JobOptions(workload="count", mode=fmt, batches=3, rows_per_batch=1000, keyspace=100, seed=1), progress=False)
-
-
-def main(argv: Sequence[str] = ()) -> int:
+def main() -> int:
     """`python -m statebed_job.jvm_startup`: build the archives (`make jvm`), print their paths."""
-    if len(argv) == 3 and argv[0] == "--dump-run":  # the child `_dump` starts
-        _dump_run(argv[1], argv[2])
-        return 0
     try:
         paths = build_archives()
     except (RuntimeError, subprocess.TimeoutExpired) as e:
@@ -125,4 +113,4 @@ def main(argv: Sequence[str] = ()) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(main())
