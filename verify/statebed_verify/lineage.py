@@ -17,6 +17,8 @@ retained window (`statebed_store.retention`: the exact rule, from Spark's purge 
   are intact, SST contents included (`unplannable`); a damaged snapshot the load plans
   around is reported as the file it is (`unreadable-file`); each snapshot a plan reads
   holds the state its lineage replays to (`snapshot-mismatch`, `snapshot_check`);
+* a repartition batch holds exactly the rows of the version before it, over all partitions
+  (`repartition-mismatch`, `repartition_check`: its snapshots have no replay route);
 * every store every commit names has a state directory with files (`missing-checkpoint`);
 * the commit log has no holes (`commit-gap`, one per contiguous range of missing batches);
 * every key in those files belongs to their partition under the partitioner the checkpoint
@@ -56,6 +58,8 @@ from .cross_partition import KIND as CROSS_PARTITION_KEY
 from .cross_partition import CrossPartitionKeys
 from .partitions import KIND as MISPLACED_KEY
 from .partitions import partition_anomalies
+from .repartition_check import KIND as REPARTITION_MISMATCH
+from .repartition_check import repartition_anomalies
 from .result import Anomaly, Verdict, merge_verdicts
 from .snapshot_check import KIND as SNAPSHOT_MISMATCH
 from .snapshot_check import snapshot_anomalies
@@ -73,6 +77,7 @@ KINDS = (
     MISPLACED_KEY,
     CROSS_PARTITION_KEY,
     SNAPSHOT_MISMATCH,
+    REPARTITION_MISMATCH,
 )
 
 
@@ -154,11 +159,17 @@ def verify_lineage(storage: Storage, *, all_versions: bool = False, cache: Heade
         notes.append("V1 checkpoint: the commit log records no checkpoint ids, so there is no lineage to check")
         verdicts.append("unknown")
     _check_expected_stores(ctx, stores)
+
+    def index_of(store: StoreId) -> int:
+        return store_index(store, [s.store_name for s in stores if (s.operator, s.partition) == (store.operator, store.partition)])
+
     for store in stores:
-        siblings = [s.store_name for s in stores if (s.operator, s.partition) == (store.operator, store.partition)]
-        _check_store(ctx, store, store_index(store, siblings))
+        _check_store(ctx, store, index_of(store))
     notes += ctx.partitioning.unchecked_notes(stores)
     ctx.anomalies += ctx.keys.anomalies()
+    moved, why = repartition_anomalies(storage, stores, ctx.commits, index_of, ctx.window.required)
+    ctx.anomalies += moved
+    notes += why
     if ctx.v1_checked and fmt != V1.name:
         notes.append(
             f"versions {_ranges(sorted(ctx.v1_checked))} were committed by V1 entries (no ids): checked for files "
