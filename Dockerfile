@@ -39,6 +39,7 @@ RUN set -eux; \
 
 # statebed and its pinned dependencies (pyproject.toml, pyspark among them), from the source tree.
 COPY pyproject.toml README.md /opt/statebed/src/
+COPY base /opt/statebed/src/base
 COPY store /opt/statebed/src/store
 COPY model /opt/statebed/src/model
 COPY verify /opt/statebed/src/verify

@@ -44,9 +44,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from statebed_base.errors import StatebedError
+
 from statebed_store import CheckpointRef, CommitLog, SnapshotUploader, StateStoreProvider, StoreFiles, StoreId, StoreOptions, open_storage
 from statebed_store.commitlog import render_commit
-from statebed_store.errors import StatebedError
 from statebed_store.inspection import discover_stores, dump_state, store_index
 from statebed_store.naming import CHANGELOG, COMMITS_DIR, SNAPSHOT, SST_DIR, StateFileName, parse_state_file
 from statebed_store.plan import loadable_plan, plan_load

@@ -41,10 +41,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "k8s"))
 
 from k8s_render import RELEASE, one, render  # noqa: E402
+from statebed_base.errors import StatebedError  # noqa: E402
 
 from statebed_chaos.infra.seaweedfs import _weed_binary  # noqa: E402
 from statebed_chaos.targets.k8s import K8sTargets  # noqa: E402
-from statebed_store.errors import StatebedError  # noqa: E402
 
 RUNTIME = ["--runtime", "runc", "--ulimit", "nofile=1024:1024", "--ulimit", "nproc=1024:1024"]
 WAIT_S = 240.0  # a smoke's own patience, not a test assertion

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
-from statebed_chaos.infra.seaweedfs import ACCESS_KEY, READY_BUCKET, SECRET_KEY, S3Server, free_port, start_s3_server
+from statebed_base.netaddr import free_port
+
+from statebed_chaos.infra.seaweedfs import ACCESS_KEY, READY_BUCKET, SECRET_KEY, S3Server, start_s3_server
 
 __all__ = ["ACCESS_KEY", "READY_BUCKET", "SECRET_KEY", "S3Server", "free_port", "start_s3_server"]

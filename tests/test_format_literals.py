@@ -15,7 +15,7 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("store", "model", "job", "chaos", "verify", "report", "cli", "loadtests", "upkeep", "k8s")
+PACKAGES = ("base", "store", "model", "job", "chaos", "verify", "report", "cli", "loadtests", "upkeep", "k8s")
 OWNER = ROOT / "store" / "statebed_store" / "formats.py"
 NATIVE = {"native", "native-v1", "native-v2"}
 SHORT = {"v1", "v2"}

@@ -1,6 +1,7 @@
-"""Dependencies point one way: store <- model <- verify <- job <- chaos <- load <- report <- cli (every import, parsed with ast).
+"""Dependencies point one way: base <- store <- model <- verify <- job <- chaos <- load <- report <- cli (every import, parsed with ast).
 
-store imports none of the others; model imports only store (and never pyspark: it is
+base (the ground floor: errors, logging, JSON safety, printable names, netaddr, durations,
+process identity, local disk I/O) imports none of the others; store imports only base; model imports only store (and never pyspark: it is
 Spark-free); verify (the judge: verifiers, history, attempts check) imports only store and model,
 never pyspark, so a verdict needs no JVM; job never imports chaos or above; chaos never imports load, report or cli;
 load (the ingest service, Locust, `load run`) never imports report or cli; report reads the
@@ -17,6 +18,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = {
+    "statebed_base": "base/statebed_base",
     "statebed_store": "store/statebed_store",
     "statebed_model": "model/statebed_model",
     "statebed_verify": "verify/statebed_verify",
@@ -27,6 +29,16 @@ PACKAGES = {
     "statebed_cli": "cli/statebed_cli",
 }
 FORBIDDEN = {
+    "statebed_base": {
+        "statebed_store",
+        "statebed_model",
+        "statebed_verify",
+        "statebed_job",
+        "statebed_chaos",
+        "statebed_load",
+        "statebed_report",
+        "statebed_cli",
+    },
     "statebed_store": {
         "statebed_model",
         "statebed_verify",

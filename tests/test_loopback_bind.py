@@ -16,9 +16,9 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from statebed_base.errors import UsageError
 
 from statebed_job.metrics import DriverMetrics
-from statebed_store.errors import UsageError
 
 PY = sys.executable
 STATEBED = str(Path(PY).parent / "statebed")

@@ -19,9 +19,10 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from statebed_base.errors import StatebedError
+
 from statebed_model.experimentdir import read_object, write_json
 from statebed_model.rundir import RunDir
-from statebed_store.errors import StatebedError
 
 from .baseline import Baseline, state_view
 

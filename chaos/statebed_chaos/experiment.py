@@ -14,14 +14,14 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 import yaml
+from statebed_base.durations import parse_duration
+from statebed_base.errors import NotRegularFileError, UsageError
+from statebed_base.localfs import read_regular
+from statebed_base.names import path_segment
 
 from statebed_model.native_state import NATIVE_WORKLOADS
 from statebed_model.workloads import WORKLOADS
-from statebed_store.durations import parse_duration
-from statebed_store.errors import NotRegularFileError, UsageError
 from statebed_store.formats import FORMATS, V2, get_format
-from statebed_store.localfs import read_regular
-from statebed_store.naming import path_segment
 
 from .faults import FaultSpec, NotApplicable, Trigger, fault_class
 from .limits import MAX_EXPERIMENT_BYTES, MAX_FAULT_S, MAX_PARAM_MS, MAX_SEED, MAX_SIZES, MAX_TIMEOUT_S
@@ -167,7 +167,7 @@ class _Fields:
         return parse_duration(v, self.label(name), maximum=maximum, zero_ok=True)
 
     def segment(self, name: str, default: str | None) -> Any:
-        """A string that becomes a file or directory name (see `naming.path_segment`)."""
+        """A string that becomes a file or directory name (see `statebed_base.names.path_segment`)."""
         v = self.str_(name, default)
         return None if v is None else path_segment(v, self.label(name))
 

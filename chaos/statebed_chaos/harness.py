@@ -23,12 +23,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
+from statebed_base.errors import StatebedError
+
 from statebed_job.config import ClusterKind, JobOptions
 from statebed_job.procs import ProcessIdentity, stop_all, track
 from statebed_model.experimentdir import ExperimentDir
 from statebed_model.rundir import RunDir
 from statebed_store import S3Settings
-from statebed_store.errors import StatebedError
 from statebed_store.failpoint_control import Control
 from statebed_store.failpoints import CONTROL_ENV
 from statebed_store.formats import get_format

@@ -17,8 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from statebed_base.errors import UsageError
+
 from statebed_store import S3Settings
-from statebed_store.errors import UsageError
 
 from .infra.services import PROXY_NAME, Services, _client
 from .targets.local import LocalTargets

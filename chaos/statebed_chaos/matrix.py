@@ -22,8 +22,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from statebed_base.errors import StatebedError
+
 from statebed_model.experimentdir import ExperimentDir
-from statebed_store.errors import StatebedError
 from statebed_store.formats import NATIVE_V1, V1, V2, Format, get_format
 from statebed_verify import EXIT_CODES, Verdict
 from statebed_verify.history import read_history

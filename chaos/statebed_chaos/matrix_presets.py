@@ -14,11 +14,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from statebed_base.errors import UsageError
+from statebed_base.names import path_segment
+
 from statebed_model.native_state import NATIVE_WORKLOADS
 from statebed_model.workloads import WORKLOADS
-from statebed_store.errors import UsageError
 from statebed_store.formats import RUN_FORMATS, V1, V2, get_format
-from statebed_store.naming import path_segment
 
 from .experiment import Experiment
 from .faults import KINDS, FaultSpec, NotApplicable, Trigger, fault_class

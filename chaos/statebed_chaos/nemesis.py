@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from statebed_store.errors import StatebedError
+from statebed_base.errors import StatebedError
 
 from .faults import Evidence, Fault, FaultContext, FaultSpec
 

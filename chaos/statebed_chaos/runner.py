@@ -23,10 +23,11 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+from statebed_base.errors import StatebedError
+
 from statebed_model.experimentdir import ExperimentDir, control_file
 from statebed_model.rundir import RunDir
 from statebed_store import S3Settings
-from statebed_store.errors import StatebedError
 from statebed_store.failpoint_control import Control
 from statebed_store.failpoints import CONTROL_ENV
 from statebed_verify import EXIT_CODES, summarise, verify_run

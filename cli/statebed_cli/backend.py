@@ -8,9 +8,10 @@ import os
 import stat
 from pathlib import Path
 
+from statebed_base.errors import UsageError
+
 from statebed_chaos.baseline_cache import Baselines
 from statebed_chaos.k8s_backend import BACKENDS, K8sSettings
-from statebed_store.errors import UsageError
 
 __all__ = ["add_backend_arg", "baselines_cache", "k8s_settings"]
 

@@ -11,9 +11,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from statebed_base.durations import parse_duration
+from statebed_base.errors import UsageError
+
 from statebed_store import S3Settings, Storage, StoreId, open_storage
-from statebed_store.durations import parse_duration
-from statebed_store.errors import UsageError
 from statebed_store.naming import DEFAULT_STORE, check_id
 from statebed_verify import EXIT_CODES
 

@@ -20,9 +20,9 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, TextIO
 
-from statebed_store.errors import ProtocolViolationError, RunFailedError, StatebedError
-from statebed_store.log import get_logger, setup_logging
-from statebed_store.naming import printable
+from statebed_base.errors import ProtocolViolationError, RunFailedError, StatebedError
+from statebed_base.log import get_logger, setup_logging
+from statebed_base.names import printable
 
 from .commands import chaos, cleanup, cluster, demo, diff, dump, load, ls, plan, proxy, report, rewind, run, verify
 from .common import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_PROTOCOL, EXIT_RUN_FAILED, EXIT_UNUSABLE

@@ -21,10 +21,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from statebed_store.errors import CorruptFileError, RunFailedError, UsageError
-from statebed_store.jsonsafe import loads_strict
-from statebed_store.localfs import atomic_write
-from statebed_store.log import get_logger, kv
+from statebed_base.errors import CorruptFileError, RunFailedError, UsageError
+from statebed_base.jsonsafe import loads_strict
+from statebed_base.localfs import atomic_write
+from statebed_base.log import get_logger, kv
 
 from .jvm_startup import java_options
 from .procs import Child, ProcessIdentity, children, identify, spawn, stop_all, stop_children

@@ -6,8 +6,9 @@ import secrets
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
+from statebed_base.errors import UsageError
+
 from statebed_store.config import MAX_SNAPSHOT_INTERVAL
-from statebed_store.errors import UsageError
 from statebed_store.formats import FORMATS, V2, Format
 
 __all__ = ["SPECULATION_CONF", "JobOptions"]

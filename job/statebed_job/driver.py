@@ -24,13 +24,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
+from statebed_base.errors import BaseIdMismatchError, ProtocolViolationError, StatebedError
+from statebed_base.log import get_logger, kv
 
 from statebed_model.rundir import RunDir
 from statebed_model.workloads import get_workload
 from statebed_store import CommitLog, S3Settings, StoreOptions, failpoints
 from statebed_store.commitlog import base_commit
-from statebed_store.errors import BaseIdMismatchError, ProtocolViolationError, StatebedError
-from statebed_store.log import get_logger, kv
 from statebed_store.storage.base import Storage
 from statebed_store.storage.hedge import hedged, take_uploads
 from statebed_store.storage.upload_stats import merge_uploads, summarize_uploads

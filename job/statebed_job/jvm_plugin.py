@@ -24,10 +24,11 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
+from statebed_base.errors import NotRegularFileError, StatebedError, UsageError
+from statebed_base.localfs import atomic_write, check_regular
+from statebed_base.names import printable
+
 from statebed_store import failpoints
-from statebed_store.errors import NotRegularFileError, StatebedError, UsageError
-from statebed_store.localfs import atomic_write, check_regular
-from statebed_store.naming import printable
 
 __all__ = ["POINTS", "build", "compile_jar", "find_javac", "jar_path", "plugin_confs", "pyspark_jars"]
 

@@ -26,8 +26,9 @@ import sys
 import tempfile
 from pathlib import Path
 
+from statebed_base.localfs import move_durably
+
 from statebed_store.formats import NATIVE_V2, V2, Format
-from statebed_store.localfs import move_durably
 
 from .jvm_plugin import BUILD
 from .procs import run_to_end

@@ -24,11 +24,12 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
+from statebed_base.log import get_logger, kv
+
 from statebed_store import CommitLog, HeaderCache
 from statebed_store.cleanup import cleanup_store, retained_versions
 from statebed_store.commitlog import CommitRecord
 from statebed_store.inspection import discover_stores, store_index
-from statebed_store.log import get_logger, kv
 from statebed_store.naming import COMMITS_DIR, StoreId
 from statebed_store.retention import record_retention
 from statebed_store.storage.base import Storage

@@ -1,7 +1,7 @@
 """The driver's live Prometheus metrics (`statebed run --metrics-port P`): committed batches and
 records, batch latency, the last commit time, checkpoint upload latency and hedges per kind,
 and the faults a chaos controller has in their window. Off unless a port is given; loopback only
-(no flag opens it wider: another host is refused by `statebed_store.netaddr.check_bind`)."""
+(no flag opens it wider: another host is refused by `statebed_base.netaddr.check_bind`)."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ from pathlib import Path
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
+from statebed_base.errors import StatebedError
+from statebed_base.netaddr import check_bind
 
-from statebed_store.errors import StatebedError
 from statebed_store.failpoint_control import Control
-from statebed_store.netaddr import check_bind
 
 from .driver import BatchOutcome
 from .maintenance import PassRecord

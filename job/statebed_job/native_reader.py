@@ -15,6 +15,8 @@ import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
+from statebed_base.errors import StatebedError
+
 from statebed_model.native_state import (
     SAMPLE_FAMILY,
     SEEN_FAMILY,
@@ -26,7 +28,6 @@ from statebed_model.native_state import (
     write_reader_check,
 )
 from statebed_model.rundir import RunDir
-from statebed_store.errors import StatebedError
 from statebed_verify.state import final_state
 
 if TYPE_CHECKING:

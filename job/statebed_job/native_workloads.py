@@ -24,10 +24,11 @@ import random
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
+from statebed_base.errors import UsageError
+
 from statebed_model.native_state import NATIVE_WORKLOADS, SAMPLE_FAMILY, SEEN_FAMILY
 from statebed_model.workloads.bucket_collect import BUCKETS
 from statebed_model.workloads.sample3 import K
-from statebed_store.errors import UsageError
 
 from .config import JobOptions
 

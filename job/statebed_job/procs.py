@@ -30,10 +30,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from statebed_store.errors import StatebedError
-from statebed_store.log import get_logger, kv
-from statebed_store.proc import cmdline as _cmdline
-from statebed_store.proc import stat as _stat
+from statebed_base.errors import StatebedError
+from statebed_base.log import get_logger, kv
+from statebed_base.proc import cmdline as _cmdline
+from statebed_base.proc import stat as _stat
 
 __all__ = [
     "Child",

@@ -21,13 +21,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TextIO
 
+from statebed_base.errors import QueryFailedError, StatebedError, UsageError
+from statebed_base.log import get_logger, kv
+
 from statebed_model.partitioning import run_partitioner
 from statebed_model.rundir import RunDir, RunInfo
 from statebed_model.sources import GeneratedSource, Source, open_source
 from statebed_model.workloads import get_workload
 from statebed_store import CommitLog, S3Settings, failpoints, open_storage
-from statebed_store.errors import QueryFailedError, StatebedError, UsageError
-from statebed_store.log import get_logger, kv
 from statebed_store.naming import COMMITS_DIR
 from statebed_store.partitioner import record_partitioner
 from statebed_store.storage.base import Storage
@@ -284,7 +285,7 @@ def _spark_error(e: BaseException, what: str, driver: BatchDriver | None = None)
     return QueryFailedError(f"{what}: {lines[0] if lines else type(e).__name__}")
 
 
-# The last line of a Python traceback Spark embeds in its error: `statebed_store.errors.InjectedFault: ...`.
+# The last line of a Python traceback Spark embeds in its error: `statebed_base.errors.InjectedFault: ...`.
 _PYTHON_ERROR = re.compile(r"^(?:[A-Za-z_]\w*\.)*([A-Z]\w*(?:Error|Exception|Fault)): (.+)$")
 
 

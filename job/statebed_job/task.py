@@ -28,12 +28,12 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+from statebed_base.log import get_logger, kv
 
 from statebed_model import attempts
 from statebed_model.rundir import INPUT_SCHEMA
 from statebed_model.workloads import TaskContext, get_workload
 from statebed_store import S3Settings, StateStoreProvider, StoreId, StoreOptions, failpoints, open_storage
-from statebed_store.log import get_logger, kv
 from statebed_store.storage.hedge import take_uploads
 
 __all__ = [

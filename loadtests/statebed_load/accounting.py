@@ -17,9 +17,10 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from statebed_base.errors import CorruptFileError
+
 from statebed_model.rundir import RunDir
 from statebed_model.sources import Ack, IngestSource, source_log
-from statebed_store.errors import CorruptFileError
 
 __all__ = ["Accounting", "account", "percentiles", "summary_latency"]
 

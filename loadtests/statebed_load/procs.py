@@ -14,8 +14,9 @@ import sys
 import time
 from pathlib import Path
 
+from statebed_base.errors import RunFailedError
+
 from statebed_job.procs import spawn
-from statebed_store.errors import RunFailedError
 
 __all__ = ["Managed", "start_ingest"]
 

@@ -39,13 +39,12 @@ import yaml
 from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
+from statebed_base.errors import RunFailedError, UsageError
+from statebed_base.localfs import atomic_write
+from statebed_base.netaddr import answers, free_port
 
-from statebed_chaos.infra.seaweedfs import free_port
 from statebed_job.procs import Child, spawn
 from statebed_model.experimentdir import ExperimentDir
-from statebed_store.errors import RunFailedError, UsageError
-from statebed_store.localfs import atomic_write
-from statebed_store.netaddr import answers
 
 __all__ = [
     "JOBS",

@@ -35,6 +35,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from statebed_base.errors import RunFailedError, UsageError
+
 from statebed_chaos.driver_process import DriverProcess, python_env
 from statebed_chaos.experiment import Experiment
 from statebed_chaos.harness import Tracker, make_nemesis, run_command, storage, unfired
@@ -44,7 +46,6 @@ from statebed_model.experimentdir import ExperimentDir, control_file
 from statebed_model.rundir import RunDir
 from statebed_model.sources import IngestSource
 from statebed_store import S3Settings, open_storage
-from statebed_store.errors import RunFailedError, UsageError
 from statebed_store.failpoint_control import Control
 from statebed_store.failpoints import CONTROL_ENV
 from statebed_store.formats import FORMATS, V2, get_format

@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from statebed_store.localfs import atomic_write
+from statebed_base.localfs import atomic_write
 
 from .accounting import Accounting, percentiles
 

@@ -40,12 +40,12 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
+from statebed_base.errors import StatebedError, StorageError, UsageError
+from statebed_base.localfs import atomic_write
+from statebed_base.netaddr import check_bind
 
 from statebed_model.sources import IngestSource
 from statebed_store import S3Settings, open_storage
-from statebed_store.errors import StatebedError, StorageError, UsageError
-from statebed_store.localfs import atomic_write
-from statebed_store.netaddr import check_bind
 
 from .schema import Rejected, parse_events
 

@@ -26,10 +26,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from statebed_store.errors import CorruptFileError, StatebedError
-from statebed_store.jsonsafe import loads_strict
-from statebed_store.localfs import atomic_write
-from statebed_store.log import get_logger, kv
+from statebed_base.errors import CorruptFileError, StatebedError
+from statebed_base.jsonsafe import loads_strict
+from statebed_base.localfs import atomic_write
+from statebed_base.log import get_logger, kv
 
 __all__ = ["ATTEMPTS_DIR", "OUTCOMES", "AttemptRecord", "read_attempts", "write_end", "write_loaded", "write_start"]
 

@@ -20,7 +20,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from statebed_store.errors import CorruptFileError, MissingFileError, UsageError
+from statebed_base.errors import CorruptFileError, MissingFileError, UsageError
+
 from statebed_store.naming import CRC_SUFFIX
 
 __all__ = ["EventLog", "Executor", "Job", "Stage", "TaskAttempt", "read_event_log"]

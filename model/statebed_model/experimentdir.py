@@ -28,9 +28,9 @@ import os
 from pathlib import Path
 from typing import Any
 
-from statebed_store.errors import CorruptFileError, NotRegularFileError, UsageError
-from statebed_store.jsonsafe import loads_strict
-from statebed_store.localfs import atomic_write, read_regular
+from statebed_base.errors import CorruptFileError, NotRegularFileError, UsageError
+from statebed_base.jsonsafe import loads_strict
+from statebed_base.localfs import atomic_write, read_regular
 
 __all__ = [
     "CONTROL_FILE",

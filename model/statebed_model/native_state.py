@@ -13,9 +13,10 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from statebed_base.errors import CorruptFileError, MissingFileError, UsageError
+from statebed_base.jsonsafe import loads_strict
+
 from statebed_store.column_families import column_family_ids
-from statebed_store.errors import CorruptFileError, MissingFileError, UsageError
-from statebed_store.jsonsafe import loads_strict
 from statebed_store.naming import StoreId
 from statebed_store.storage import Storage
 from statebed_store.unsaferow import decode_row

@@ -10,7 +10,8 @@ key against it.
 
 from __future__ import annotations
 
-from statebed_store.errors import UsageError
+from statebed_base.errors import UsageError
+
 from statebed_store.partitioner import Partitioner
 
 __all__ = ["run_partitioner"]

@@ -27,9 +27,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from statebed_base.errors import UsageError
+
 from statebed_store.checkpoint_lock import CheckpointLock, lock_checkpoint
 from statebed_store.commitlog import CommitLog
-from statebed_store.errors import UsageError
 from statebed_store.formats import V1, get_format
 from statebed_store.naming import COMMITS_DIR, CRC_SUFFIX, OFFSETS_DIR, SOURCES_DIR, hadoop_crc_name, parse_batch_id, spark_batch_id
 from statebed_store.rebuild import require_rebuildable

@@ -20,10 +20,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from statebed_base.errors import CorruptFileError, StatebedError, UsageError
+from statebed_base.jsonsafe import loads_strict
+from statebed_base.localfs import atomic_write, move_durably
+
 from statebed_store import failpoints
-from statebed_store.errors import CorruptFileError, StatebedError, UsageError
-from statebed_store.jsonsafe import loads_strict
-from statebed_store.localfs import atomic_write, move_durably
 
 __all__ = ["BACKUP_DIR", "JOURNAL_SCHEMA", "Journal", "Move", "last_journal", "new_journal", "pending_journal"]
 

@@ -43,12 +43,12 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+from statebed_base.errors import AlreadyExistsError, CorruptFileError, MissingFileError, NotRegularFileError, UsageError
+from statebed_base.jsonsafe import loads_strict
 
 from statebed_store.commitlog import CommitLog
 from statebed_store.config import S3Settings
-from statebed_store.errors import AlreadyExistsError, CorruptFileError, MissingFileError, NotRegularFileError, UsageError
 from statebed_store.formats import get_format
-from statebed_store.jsonsafe import loads_strict
 from statebed_store.naming import COMMITS_DIR
 from statebed_store.storage import Storage, open_storage
 

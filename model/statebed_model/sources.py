@@ -37,10 +37,10 @@ from typing import Any, ClassVar
 from urllib.parse import unquote, urlparse
 
 import pyarrow as pa
+from statebed_base.errors import AlreadyExistsError, CheckpointFileError, CorruptFileError, MissingFileError, UsageError
+from statebed_base.jsonsafe import loads_strict
 
 from statebed_store.config import S3Settings
-from statebed_store.errors import AlreadyExistsError, CheckpointFileError, CorruptFileError, MissingFileError, UsageError
-from statebed_store.jsonsafe import loads_strict
 from statebed_store.storage import LocalStorage, Storage, open_storage
 
 from .records import records_for

@@ -12,9 +12,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from statebed_base.errors import StatebedError, StorageError, UsageError
+from statebed_base.localfs import atomic_write
+
 from statebed_model.experimentdir import REPORT_FILE, ExperimentDir
-from statebed_store.errors import StatebedError, StorageError, UsageError
-from statebed_store.localfs import atomic_write
 from statebed_verify import Composite
 
 from .matrix_report import render_matrix

@@ -12,10 +12,10 @@ from typing import Any
 
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
+from statebed_base.errors import CorruptFileError, UsageError
+from statebed_base.jsonsafe import loads_strict
 
 from statebed_model.experimentdir import ExperimentDir
-from statebed_store.errors import CorruptFileError, UsageError
-from statebed_store.jsonsafe import loads_strict
 
 from .timeline import FaultWindow, add_fault_windows
 

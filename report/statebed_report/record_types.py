@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any, NoReturn
 
-from statebed_store.errors import UsageError
+from statebed_base.errors import UsageError
 
 __all__ = ["LOAD_VERDICT_FIELDS", "MATRIX_FIELDS", "RUN_FIELDS", "VERDICT_FIELDS", "check_types"]
 

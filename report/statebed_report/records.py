@@ -19,14 +19,14 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from statebed_base.errors import NotRegularFileError, StatebedError, UsageError
+from statebed_base.localfs import check_regular, read_regular
 
 from statebed_model.attempts import AttemptRecord, read_attempts
 from statebed_model.eventlog import EventLog, read_event_log
 from statebed_model.experimentdir import ExperimentDir, MatrixDir, read_object
 from statebed_model.rundir import RunDir, RunInfo, is_url
-from statebed_store.errors import NotRegularFileError, StatebedError, UsageError
 from statebed_store.formats import get_format
-from statebed_store.localfs import check_regular, read_regular
 from statebed_store.naming import COMMITS_DIR, CRC_SUFFIX
 from statebed_verify.history import History, Op, read_history
 from statebed_verify.history_build import add_run_ops

@@ -16,10 +16,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from statebed_base.errors import StatebedError
+
 from statebed_job.config import JobOptions
 from statebed_model.experimentdir import ExperimentDir, control_file
 from statebed_store import open_storage
-from statebed_store.errors import StatebedError
 from statebed_store.failpoint_control import Control
 from statebed_store.inspection import list_checkpoint
 from statebed_verify import Composite, merge_verdicts, summarise, verify_run

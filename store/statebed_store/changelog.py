@@ -24,9 +24,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from statebed_base.errors import CorruptFileError, LineageError, UnknownFormatError
 
 from . import lz4block
-from .errors import CorruptFileError, LineageError, UnknownFormatError
 from .lineage import Lineage, lineage_from_json, lineage_to_json, validate_lineage
 
 if TYPE_CHECKING:

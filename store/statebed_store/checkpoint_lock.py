@@ -32,9 +32,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import proc
-from .errors import CheckpointLockedError, NotRegularFileError, StatebedError, StorageUnavailableError
-from .jsonsafe import loads_strict
+from statebed_base import proc
+from statebed_base.errors import CheckpointLockedError, NotRegularFileError, StatebedError, StorageUnavailableError
+from statebed_base.jsonsafe import loads_strict
 
 __all__ = ["LOCK_NAME", "CheckpointLock", "Holder", "lock_checkpoint"]
 

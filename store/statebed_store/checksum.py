@@ -19,9 +19,9 @@ import time
 from typing import Any
 
 import google_crc32c
+from statebed_base.errors import CorruptFileError, ForeignFileError
+from statebed_base.jsonsafe import loads_strict
 
-from .errors import CorruptFileError, ForeignFileError
-from .jsonsafe import loads_strict
 from .naming import sidecar_name
 
 __all__ = ["check_owner", "check_sidecar", "crc32c", "make_sidecar"]

@@ -39,12 +39,13 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from statebed_base.errors import CheckpointFileError, StatebedError, UnplannableError
+from statebed_base.log import get_logger, kv
+
 from . import failpoints
 from .commitlog import CommitLog
-from .errors import CheckpointFileError, StatebedError, UnplannableError
 from .inspection import discover_stores, store_index
 from .lineage import CheckpointRef
-from .log import get_logger, kv
 from .naming import CHANGELOG, COMMITS_DIR, SNAPSHOT, SST_DIR, StateFileName, StoreId, parse_state_file, sidecar_main
 from .plan import LoadPlan, SnapshotUnusable, plan_with_fallback
 from .retention import kept_window, plan_names, record_retention

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 
-from .errors import StatebedError, UsageError
+from statebed_base.errors import StatebedError, UsageError
+
 from .naming import StoreId
 from .storage.base import Storage
 from .store_files import StoreFiles

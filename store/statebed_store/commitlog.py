@@ -15,9 +15,17 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from statebed_base.errors import (
+    AlreadyExistsError,
+    CommitConflictError,
+    CorruptFileError,
+    MissingFileError,
+    StatebedError,
+    UnknownFormatError,
+)
+from statebed_base.jsonsafe import loads_strict
+
 from . import failpoints
-from .errors import AlreadyExistsError, CommitConflictError, CorruptFileError, MissingFileError, StatebedError, UnknownFormatError
-from .jsonsafe import loads_strict
 from .naming import COMMITS_DIR, commit_path, is_valid_id, parse_batch_id, spark_batch_id
 from .storage.base import Storage
 

@@ -25,7 +25,8 @@ from pathlib import Path
 from typing import Literal
 from urllib.parse import urlparse
 
-from .errors import UsageError
+from statebed_base.errors import UsageError
+
 from .formats import STORE_FORMATS, V2, StoreFormat
 from .lineage import CheckpointRef, lineage_to_json
 

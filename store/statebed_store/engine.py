@@ -26,8 +26,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from rocksdict import BlockBasedOptions, Cache, Checkpoint, Options, Rdict, RdictIter, WriteBatch, WriteOptions
-
-from .errors import CorruptFileError, StatebedError, UnknownFormatError
+from statebed_base.errors import CorruptFileError, StatebedError, UnknownFormatError
 
 __all__ = ["Merge", "RocksEngine", "key_order"]
 

@@ -28,10 +28,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from .errors import CorruptFileError, UsageError
+from statebed_base.errors import CorruptFileError, UsageError
+from statebed_base.jsonsafe import loads_strict
+from statebed_base.localfs import atomic_write, read_regular
+
 from .failpoint_spec import canonical, parse_spec
-from .jsonsafe import loads_strict
-from .localfs import atomic_write, read_regular
 
 __all__ = ["Control"]
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .errors import UsageError
+from statebed_base.errors import UsageError
 
 __all__ = ["FILTER_KEYS", "KNOWN_POINTS", "MAX_HOLD_MS", "Term", "canonical", "entries", "parse_spec", "parse_terms"]
 

@@ -47,13 +47,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from statebed_base.errors import CorruptFileError, InjectedFault, UsageError
+from statebed_base.jsonsafe import loads_strict
+from statebed_base.log import get_logger, kv
+
 from .config import env
-from .errors import CorruptFileError, InjectedFault, UsageError
 from .failpoint_control import Control  # the controller side, re-exported here
 from .failpoint_spec import KNOWN_POINTS, Term, canonical, parse_spec, parse_terms
 from .failpoint_spec import entries as spec_entries
-from .jsonsafe import loads_strict
-from .log import get_logger, kv
 
 __all__ = [
     "CONTROL_ENV",

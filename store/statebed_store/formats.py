@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from .errors import UsageError
+from statebed_base.errors import UsageError
 
 __all__ = [
     "FORMATS",

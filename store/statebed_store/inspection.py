@@ -14,9 +14,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from statebed_base.errors import StatebedError, UsageError
+
 from .commitlog import CommitLog, CommitRecord
 from .config import StoreOptions
-from .errors import StatebedError, UsageError
 from .formats import V1, V2
 from .lineage import CheckpointRef
 from .naming import (

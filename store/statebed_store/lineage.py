@@ -14,8 +14,9 @@ import reprlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from .errors import LineageError
-from .jsonsafe import loads_strict
+from statebed_base.errors import LineageError
+from statebed_base.jsonsafe import loads_strict
+
 from .naming import is_valid_id
 
 __all__ = ["CheckpointRef", "Lineage", "lineage_from_json", "lineage_from_list", "lineage_to_json", "validate_lineage"]

@@ -13,8 +13,7 @@ import struct
 
 import lz4.block
 import xxhash
-
-from .errors import CorruptFileError
+from statebed_base.errors import CorruptFileError
 
 __all__ = ["DEFAULT_BLOCK_SIZE", "MAGIC", "compress", "decompress"]
 

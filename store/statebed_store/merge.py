@@ -19,10 +19,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import localfs
+from statebed_base import localfs
+from statebed_base.errors import CorruptFileError, UnknownFormatError
+
 from .changelog import PUT
 from .engine import Merge
-from .errors import CorruptFileError, UnknownFormatError
 from .naming import parse_index
 from .storage.base import Storage
 

@@ -22,12 +22,12 @@ the lock taken uses `<store>.<pid>.<nonce>/`; downloaded SSTs live in
 from __future__ import annotations
 
 import re
-import unicodedata
 import uuid
 from dataclasses import dataclass
 from typing import Literal
 
-from .errors import UsageError
+from statebed_base.errors import UsageError
+from statebed_base.localfs import TMP_SUFFIX
 
 __all__ = [
     "CHANGELOG",
@@ -59,15 +59,12 @@ __all__ = [
     "parse_batch_id",
     "parse_index",
     "parse_state_file",
-    "path_segment",
     "pending_name",
     "pending_pid",
-    "printable",
     "private_dir_name",
     "sidecar_main",
     "sidecar_name",
     "spark_batch_id",
-    "temp_name",
 ]
 
 CHANGELOG: Literal["changelog"] = "changelog"
@@ -79,7 +76,6 @@ SOURCES_DIR = "sources"  # Spark's per-source metadata logs of a query checkpoin
 STATE_DIR = "state"
 DEFAULT_STORE = "default"
 CRC_SUFFIX = ".crc"
-TMP_SUFFIX = ".tmp"
 METADATA_DIR = "_metadata"  # Spark's operator metadata directory under state/<op>/
 LOGS_DIR = "logs"  # RocksDB log files named by snapshot metadata
 ZIP_METADATA = "metadata"  # the member of a snapshot zip that lists its SSTs
@@ -107,35 +103,6 @@ def check_id(checkpoint_id: str, what: str = "checkpoint id") -> str:
     if not isinstance(checkpoint_id, str) or not _ID_RE.match(checkpoint_id):
         raise UsageError(f"{what} {checkpoint_id!r} is malformed: expected 1-64 letters, digits or dashes")
     return checkpoint_id
-
-
-MAX_SEGMENT_BYTES = 200  # a file name is at most 255 bytes; room for the prefixes we add (a time, a cell's seed)
-
-
-def path_segment(value: object, field: str) -> str:
-    """A user-given name (experiment name, fault id, cell name) that becomes one file or directory name.
-
-    Refused, naming `field`: anything that could leave the directory it is joined to or forge
-    a terminal line (`/`, `\\`, `..`, a leading `.`, NUL, newlines and every other control or
-    format character), the empty name and names over MAX_SEGMENT_BYTES."""
-    why = _segment_problem(value) if isinstance(value, str) else "expected a string"
-    if not isinstance(value, str) or why is not None:
-        raise UsageError(f"{field}: {value!r} cannot be a file name: {why}")
-    return value
-
-
-def _segment_problem(value: str) -> str | None:
-    if not value:
-        return "it is empty"
-    if value.startswith("."):
-        return "it starts with '.'"
-    if "/" in value or "\\" in value or ".." in value:
-        return "it holds '/', '\\' or '..'"
-    if any(unicodedata.category(c).startswith("C") for c in value):
-        return "it holds a control character (NUL, newline, escape, ...)"
-    if len(value.encode("utf-8", "surrogatepass")) > MAX_SEGMENT_BYTES:
-        return f"longer than {MAX_SEGMENT_BYTES} bytes"
-    return None
 
 
 def new_checkpoint_id() -> str:
@@ -191,18 +158,6 @@ def spark_batch_id(name: str) -> int | None:
     return value if -LONG_MAX - 1 <= value <= LONG_MAX else None
 
 
-def printable(text: object) -> str:
-    """`text` safe to print on a terminal: control and other non-printable characters as `\\x1b`-style
-    escapes, so a hostile file name cannot move the cursor, recolour or forge output lines."""
-    s = str(text)
-    return s if s.isprintable() else "".join(c if c.isprintable() else _escape(c) for c in s)
-
-
-def _escape(c: str) -> str:
-    o = ord(c)
-    return f"\\x{o:02x}" if o < 0x100 else f"\\u{o:04x}" if o < 0x10000 else f"\\U{o:08x}"
-
-
 def parse_index(name: str) -> int | None:
     """An operator or partition directory name (`state/<op>/<part>`), or None."""
     return int(name) if name.isascii() and name.isdigit() and len(name) <= 9 else None
@@ -215,11 +170,6 @@ def is_sst(name: str) -> bool:
 def new_sst_name(local: str) -> str:
     """The DFS name of a local SST `000017.sst`: `000017-<uuid>.sst`, unique per upload."""
     return f"{local.removesuffix(SST_SUFFIX)}-{uuid.uuid4()}{SST_SUFFIX}"
-
-
-def temp_name(name: str) -> str:
-    """A hidden temp name next to `name`: never listed, never a state file."""
-    return f".{name}.{uuid.uuid4().hex}{TMP_SUFFIX}"
 
 
 def is_temp_of(name: str, candidate: str) -> bool:

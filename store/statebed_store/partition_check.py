@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 import numpy as np
+from statebed_base.errors import MisplacedKeyError
 
 from .changelog import PUT, parse_changelog
-from .errors import MisplacedKeyError
 from .lineage import CheckpointRef
 from .naming import CHANGELOG, SNAPSHOT, StoreId
 from .partitioner import Keys, Partitioner, check_keys

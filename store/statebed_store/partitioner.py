@@ -29,9 +29,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
+from statebed_base.errors import CorruptFileError, MisplacedKeyError, MissingFileError, StatebedError, UsageError
+from statebed_base.jsonsafe import loads_strict
 
-from .errors import CorruptFileError, MisplacedKeyError, MissingFileError, StatebedError, UsageError
-from .jsonsafe import loads_strict
 from .murmur3 import SparkType, hash_longs, hash_values, parse_type
 from .naming import DEFAULT_STORE, METADATA_DIR, STATE_DIR, StoreId, parse_index
 from .storage.base import Storage

@@ -22,7 +22,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
-from .errors import CheckpointFileError, LineageError, StatebedError, UnplannableError
+from statebed_base.errors import CheckpointFileError, LineageError, StatebedError, UnplannableError
+
 from .lineage import CheckpointRef, Lineage
 from .naming import CHANGELOG, SNAPSHOT
 from .store_files import StoreFiles

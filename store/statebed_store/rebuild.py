@@ -16,8 +16,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from statebed_base.errors import CheckpointFileError, StatebedError, UnplannableError
+
 from .commitlog import CommitRecord
-from .errors import CheckpointFileError, StatebedError, UnplannableError
 from .inspection import commit_records, discover_stores, store_index
 from .lineage import CheckpointRef
 from .naming import COMMITS_DIR, StoreId

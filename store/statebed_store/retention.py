@@ -36,9 +36,10 @@ import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from statebed_base.errors import CheckpointFileError, CorruptFileError, MissingFileError, UnplannableError
+from statebed_base.jsonsafe import loads_strict
+
 from .commitlog import CommitRecord
-from .errors import CheckpointFileError, CorruptFileError, MissingFileError, UnplannableError
-from .jsonsafe import loads_strict
 from .lineage import CheckpointRef
 from .naming import CHANGELOG, OFFSETS_DIR, SNAPSHOT, StateFileName
 from .plan import LoadPlan, loadable_plan

@@ -27,8 +27,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .errors import CorruptFileError, ForeignFileError, UnknownFormatError
-from .jsonsafe import loads_strict
+from statebed_base.errors import CorruptFileError, ForeignFileError, UnknownFormatError
+from statebed_base.jsonsafe import loads_strict
+
 from .lineage import CheckpointRef, Lineage, lineage_from_list, lineage_to_json, validate_lineage
 from .naming import ZIP_METADATA, StoreId, is_valid_id
 

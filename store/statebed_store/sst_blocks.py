@@ -26,8 +26,7 @@ from pathlib import Path
 
 import google_crc32c
 import xxhash
-
-from .errors import CorruptFileError, UnknownFormatError
+from statebed_base.errors import CorruptFileError, UnknownFormatError
 
 __all__ = ["check_sst_blocks"]
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 
-from .errors import UsageError
+from statebed_base.errors import UsageError
+
 from .inspection import committed_ref, discover_stores, dump_state
 from .lineage import CheckpointRef
 from .naming import StoreId

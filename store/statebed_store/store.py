@@ -28,12 +28,8 @@ from pathlib import Path
 from typing import Any, TypeAlias
 
 import pyarrow as pa
-
-from . import failpoints, localfs
-from .changelog import DELETE, MERGE, PUT, Chunk, as_binary_array, encode_changelog, parse_changelog
-from .config import StoreOptions
-from .engine import RocksEngine
-from .errors import (
+from statebed_base import localfs
+from statebed_base.errors import (
     CheckpointFileError,
     InjectedFault,
     MissingFileError,
@@ -41,9 +37,14 @@ from .errors import (
     UnplannableError,
     UsageError,
 )
+from statebed_base.log import get_logger, kv
+
+from . import failpoints, local_dirs
+from .changelog import DELETE, MERGE, PUT, Chunk, as_binary_array, encode_changelog, parse_changelog
+from .config import StoreOptions
+from .engine import RocksEngine
 from .formats import FORMATS
 from .lineage import CheckpointRef
-from .log import get_logger, kv
 from .merge import replay_merge
 from .naming import CHANGELOG, DB_DIR, StateFileName, StoreId, check_id, new_checkpoint_id
 from .plan import LoadPlan, SnapshotUnusable, check_link, plan_with_fallback
@@ -129,10 +130,10 @@ class StateStoreProvider:
         self._lock = threading.Lock()
         self._status = _Status.IDLE
         self._instance: _Instance | None = None
-        root = localfs.local_root(self.options.local_dir, storage.url)
-        self._local = localfs.claim_instance_dir(root, store)
+        root = local_dirs.local_root(self.options.local_dir, storage.url)
+        self._local = local_dirs.claim_instance_dir(root, store)
         self._dir = self._local.path
-        self._sst_cache = localfs.sst_cache_dir(root, store)
+        self._sst_cache = local_dirs.sst_cache_dir(root, store)
 
     @property
     def loaded(self) -> CheckpointRef | None:
@@ -220,10 +221,10 @@ class StateStoreProvider:
 
     def _fetch_sst(self, files: StoreFiles, f: ImmutableFile, subdir: str) -> Path:
         """The SST in the host-local cache (downloaded once and checked, shared by processes of this host)."""
-        cached = localfs.cached_file(self._sst_cache, f.dfs, f.size)
+        cached = local_dirs.cached_file(self._sst_cache, f.dfs, f.size)
         if cached is not None:
             return cached
-        return localfs.cache_file(self._sst_cache, f.dfs, files.read_immutable(f, subdir))
+        return local_dirs.cache_file(self._sst_cache, f.dfs, files.read_immutable(f, subdir))
 
     def _open_snapshot(self, files: StoreFiles, snap: CheckpointRef, db_dir: Path) -> tuple[RocksEngine, SstRegistry]:
         """Unpack and open `snap` (`unpack`: the checks `statebed plan` and the verifier make); SnapshotUnusable if it fails."""
@@ -343,7 +344,7 @@ class StateStoreProvider:
     def _pending(self, txn: StateStore, ref: CheckpointRef, lineage: tuple[CheckpointRef, ...] | None) -> PendingSnapshot:
         inst = self._instance
         assert inst is not None
-        ckpt = localfs.new_pending_dir(self._dir, ref.version, ref.id)
+        ckpt = local_dirs.new_pending_dir(self._dir, ref.version, ref.id)
         inst.engine.checkpoint(ckpt)
         return PendingSnapshot(
             storage=self.storage,

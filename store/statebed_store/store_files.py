@@ -15,9 +15,10 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from typing import TypeVar
 
+from statebed_base.errors import CorruptFileError, LineageError, MissingFileError
+
 from .changelog import ChangelogHeader, parse_changelog, read_changelog_header
 from .checksum import check_owner, check_sidecar, crc32c
-from .errors import CorruptFileError, LineageError, MissingFileError
 from .lineage import CheckpointRef, Lineage
 from .naming import CHANGELOG, SNAPSHOT, SST_DIR, StateFileName, StoreId, parse_state_file, sidecar_main, sidecar_name
 from .snapshot import ImmutableFile, SnapshotMetadata, check_identity, read_zip

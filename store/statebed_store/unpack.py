@@ -17,10 +17,11 @@ import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from statebed_base.errors import CorruptFileError, MissingFileError, StatebedError
+from statebed_base.localfs import link_or_copy
+
 from .engine import RocksEngine
-from .errors import CorruptFileError, MissingFileError, StatebedError
 from .lineage import CheckpointRef
-from .localfs import link_or_copy
 from .merge import checkpoint_merge_operator, configure_snapshot_options
 from .naming import LOGS_DIR, SNAPSHOT, SST_DIR
 from .snapshot import ImmutableFile, SnapshotMetadata, check_identity, read_zip

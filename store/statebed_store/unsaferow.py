@@ -13,7 +13,7 @@ import struct
 from collections.abc import Sequence
 from typing import Any, Literal
 
-from .errors import CorruptFileError
+from statebed_base.errors import CorruptFileError
 
 __all__ = ["FieldType", "decode_row"]
 

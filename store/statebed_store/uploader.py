@@ -19,12 +19,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from statebed_base.errors import StatebedError, UsageError
+from statebed_base.localfs import remove_tree
+from statebed_base.log import get_logger, kv
+
 from . import failpoints
 from .checksum import crc32c
-from .errors import StatebedError, UsageError
 from .lineage import CheckpointRef, Lineage
-from .localfs import read_checkpoint_dir, remove_tree
-from .log import get_logger, kv
+from .local_dirs import read_checkpoint_dir
 from .naming import SNAPSHOT, SST_DIR, StateFileName, StoreId, new_sst_name
 from .publish import publish_state_file
 from .snapshot import ImmutableFile, SnapshotMetadata, build_zip

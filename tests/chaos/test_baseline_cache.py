@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 from job_helpers import InProcessJob
+from statebed_base.errors import UsageError
 
 from statebed_chaos.baseline import Baseline, state_view
 from statebed_chaos.baseline_cache import ENTRY, Baselines
 from statebed_cli.backend import baselines_cache
 from statebed_job.config import JobOptions
 from statebed_model.rundir import RunDir
-from statebed_store.errors import UsageError
 
 KEY = ("count", "v2", "local", "local", 2, 2, 3, 100, 20, 10, (), 1)
 

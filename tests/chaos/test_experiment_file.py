@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 import yaml
+from statebed_base.errors import UsageError
 
 from statebed_chaos.experiment import Experiment, load_experiment, parse_experiment
 from statebed_chaos.schedule import realise
-from statebed_store.errors import UsageError
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "experiments"
 

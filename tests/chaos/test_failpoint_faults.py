@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from statebed_base.errors import UsageError
 
 from statebed_chaos.faults import Evidence, FaultContext
-from statebed_store.errors import UsageError
 from statebed_verify import verify_run
 
 sys.path.insert(0, str(Path(__file__).parent))

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from statebed_base.errors import UsageError
 
 from statebed_chaos.faults import Fault, FaultContext, FaultSpec, NotApplicable, Trigger, fault_class
 from statebed_chaos.faults.processes import add_term, choose_executor, held_in_plugin, remove_term
@@ -24,7 +25,6 @@ from statebed_chaos.targets import KINDS, LocalTargets, Target, Targets
 from statebed_job.procs import ProcessIdentity
 from statebed_model.eventlog import read_event_log
 from statebed_model.rundir import RunDir
-from statebed_store.errors import UsageError
 from statebed_store.failpoint_control import Control
 from statebed_store.failpoints import CONTROL_ENV
 from statebed_verify import verify_run

@@ -18,13 +18,13 @@ import requests
 from minio.error import S3Error
 from proxy_helpers import connect, echo_server, proxy_api, records, recv_all, wait_for
 from s3server import ACCESS_KEY, SECRET_KEY, S3Server
+from statebed_base.errors import AlreadyExistsError
 from toxiproxy.exceptions import InvalidToxic, NotFound, ProxyExists
 from toxiproxy.proxy import Proxy
 
 from statebed_chaos.infra import storage_services
 from statebed_chaos.targets import LocalTargets
 from statebed_store import S3Settings
-from statebed_store.errors import AlreadyExistsError
 from statebed_store.storage import S3Storage
 
 STATEBED = str(Path(sys.executable).parent / "statebed")

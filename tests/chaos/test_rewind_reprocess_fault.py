@@ -9,12 +9,12 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
+from statebed_base.errors import UsageError
 from test_process_faults import context, fault, fire, injected
 
 from statebed_chaos.faults import Evidence, Fault, FaultContext, FaultSpec, NotApplicable, Trigger
 from statebed_chaos.nemesis import Nemesis
 from statebed_model.rewind_journal import new_journal
-from statebed_store.errors import UsageError
 
 ABANDONED = ["spark-checkpoint/commits/4", "spark-checkpoint/offsets/4", "spark-checkpoint/commits/3", "spark-checkpoint/offsets/3"]
 

@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 from process_helpers import listening_ports
 from s3server import start_s3_server
+from statebed_base.netaddr import free_ports
 
 from statebed_chaos.infra import seaweedfs
-from statebed_chaos.infra.seaweedfs import IN_USE, WeedPorts, free_ports, weed_args
+from statebed_chaos.infra.seaweedfs import IN_USE, WeedPorts, weed_args
 
 FLAG = re.compile(r"^-(?P<component>master|volume|filer|s3)\.port(?P<grpc>\.grpc)?=(?P<port>\d+)$")
 

@@ -15,13 +15,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from statebed_base.errors import UsageError
 
 from statebed_chaos.faults import FaultContext, FaultSpec, Trigger, fault_class
 from statebed_chaos.targets import IdentityMismatch, LocalTargets
 from statebed_job.procs import identify
 from statebed_model.attempts import write_end, write_start
 from statebed_model.rundir import RunDir
-from statebed_store.errors import UsageError
 from statebed_store.failpoint_control import Control
 from statebed_verify.history import History
 

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 from checkpoint_helpers import STORE, run_cli, write_versions
+from statebed_base.names import printable
 
 from statebed_store import SnapshotUploader, StoreOptions, open_storage
-from statebed_store.naming import printable
 
 Capsys = pytest.CaptureFixture[str]
 HOSTILE = "ck\x1b[31mpt\nFORGED: VALID\r"

@@ -15,9 +15,9 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 from proxy_helpers import connect, echo_server, proxy_api, recv_all
+from statebed_base.errors import UsageError
 
 from statebed_load.prometheus import RunExporter, discover, prometheus_for_run, render_config, write_latency_histogram
-from statebed_store.errors import UsageError
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -7,10 +7,10 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 from job_helpers import InProcessJob
+from statebed_base.errors import UsageError
 
 from statebed_job.config import JobOptions
 from statebed_job.task import TaskResult, TaskSpec, run_partition
-from statebed_store.errors import UsageError
 
 
 def bucket_collect(root: Path, seed: int, attempt: int, batches: int = 2) -> tuple[list[pa.Table], list[str | None]]:

@@ -16,12 +16,13 @@ import pyarrow as pa
 import pytest
 from job_helpers import InProcessJob
 from spark_runs import statebed, summary
+from statebed_base.errors import InjectedFault
 
 from statebed_job.config import JobOptions
 from statebed_job.task import TaskResult, TaskSpec, run_partition
 from statebed_model.attempts import AttemptRecord, read_attempts
 from statebed_model.rundir import RunDir
-from statebed_store import CommitLog, InjectedFault, failpoints, open_storage
+from statebed_store import CommitLog, failpoints, open_storage
 from statebed_store.failpoints import Control
 
 

@@ -10,10 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from statebed_base.errors import UsageError
 
 from statebed_job import jvm_plugin
 from statebed_store import failpoints
-from statebed_store.errors import UsageError
 
 SPECS_OK = [
     "native.changelog.upload=error",

@@ -105,9 +105,10 @@ def test_the_ingest_service_binds_the_pod_address_only_with_public() -> None:
     argv = [*c["command"], *c["args"]]
     assert argv[:3] == ["python3", "-m", "statebed_load.service"]
     assert "0.0.0.0" in argv and "--public" in argv and "--landing" in argv
+    from statebed_base.errors import UsageError
+    from statebed_base.netaddr import check_bind
+
     from statebed_load.service import _parser
-    from statebed_store.errors import UsageError
-    from statebed_store.netaddr import check_bind
 
     args = _parser().parse_args(argv[3:])
     assert check_bind(args.host, args.port, public=args.public)  # allowed, with its warning line

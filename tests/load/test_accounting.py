@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import pytest
+from statebed_base.errors import UsageError
 
 from statebed_job.config import JobOptions
 from statebed_load.accounting import Accounting, percentiles
 from statebed_load.schema import Rejected, parse_events
 from statebed_load.series import series_rows
-from statebed_store.errors import UsageError
 
 
 def test_percentiles_are_weighted_by_records() -> None:

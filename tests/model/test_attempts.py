@@ -7,9 +7,9 @@ import logging
 from pathlib import Path
 
 import pytest
+from statebed_base.errors import CorruptFileError, InjectedFault
 
 from statebed_model.attempts import ATTEMPTS_DIR, read_attempts, write_end, write_loaded, write_start
-from statebed_store.errors import CorruptFileError, InjectedFault
 
 
 def test_a_record_is_rewritten_in_place_from_info_to_ok(tmp_path: Path) -> None:

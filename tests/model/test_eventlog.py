@@ -10,9 +10,9 @@ import shutil
 from pathlib import Path
 
 import pytest
+from statebed_base.errors import CorruptFileError, MissingFileError, UsageError
 
 from statebed_model.eventlog import read_event_log
-from statebed_store.errors import CorruptFileError, MissingFileError, UsageError
 
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "eventlog"
 PAUSED_AFTER_COPY = "app-20261123115904-0000"

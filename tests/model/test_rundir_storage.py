@@ -12,11 +12,11 @@ from checkpoint_helpers import run_cli
 from conftest import s3_settings
 from job_helpers import InProcessJob, records
 from s3server import S3Server
+from statebed_base.errors import UsageError
 
 from statebed_job.config import JobOptions
 from statebed_model.rundir import RunDir, RunInfo
 from statebed_store import S3Settings
-from statebed_store.errors import UsageError
 from statebed_verify import verify_run
 
 

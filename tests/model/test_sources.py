@@ -9,12 +9,12 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 from job_helpers import records
+from statebed_base.errors import CorruptFileError, UsageError
 
 from statebed_model.records import records_for
 from statebed_model.rundir import RunDir, RunInfo, table_bytes
 from statebed_model.sources import GeneratedSource, IngestSource, open_source
 from statebed_store import Storage
-from statebed_store.errors import CorruptFileError, UsageError
 
 
 def batch(first: int, n: int = 10) -> pa.Table:

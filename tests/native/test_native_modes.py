@@ -9,6 +9,7 @@ import struct
 from pathlib import Path
 
 import pytest
+from statebed_base.errors import CorruptFileError, UsageError
 
 from statebed_chaos.experiment import parse_experiment
 from statebed_chaos.faults import fault_class
@@ -19,7 +20,6 @@ from statebed_job.config import JobOptions
 from statebed_job.session import CHECKPOINT_FORMAT_CONF, RETAIN_CONF, spark_conf
 from statebed_model.native_state import collect_list_ids, encode_sample, native_items
 from statebed_model.rundir import RunDir
-from statebed_store.errors import CorruptFileError, UsageError
 from statebed_store.formats import get_format
 
 CONF = "spark.sql.streaming.stateStore.checkpointFormatVersion"

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from statebed_base.errors import UsageError
 from test_native_zombie import context, record
 
 from statebed_chaos.experiment import load_experiment
@@ -22,7 +23,6 @@ from statebed_chaos.faults import FaultContext, FaultSpec, NotApplicable, Trigge
 from statebed_chaos.faults.zombie_native import COMMIT_MARK, SNAPSHOT_ZOMBIE, ZOMBIE
 from statebed_chaos.faults.zombie_replan import LAND, SNAPSHOT_UPLOAD, STOP, parked_file
 from statebed_chaos.runner import run_experiment
-from statebed_store.errors import UsageError
 
 EXAMPLES = Path(__file__).parents[2] / "examples" / "experiments"
 TASK = {"batch": 2, "partition": 0, "attempt": 0}

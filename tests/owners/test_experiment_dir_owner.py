@@ -14,10 +14,10 @@ import re
 from pathlib import Path
 
 import pytest
+from statebed_base.errors import NotRegularFileError, UsageError
 from test_layering import PACKAGES as _LAYERS
 
 from statebed_model.experimentdir import ExperimentDir, MatrixDir, control_file
-from statebed_store.errors import NotRegularFileError, UsageError
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = list(_LAYERS.values())  # every package, as the layering test lists them

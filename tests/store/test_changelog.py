@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
+from statebed_base.errors import CorruptFileError, LineageError, UnknownFormatError
 
 from statebed_store import lz4block
 from statebed_store.changelog import (
@@ -21,7 +22,6 @@ from statebed_store.changelog import (
     parse_changelog_header,
     read_changelog_header,
 )
-from statebed_store.errors import CorruptFileError, LineageError, UnknownFormatError
 from statebed_store.lineage import CheckpointRef
 from statebed_store.storage.base import Storage
 

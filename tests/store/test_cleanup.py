@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from checkpoint_helpers import commit, ref_of, state_at
+from statebed_base.errors import UnplannableError
 
 from statebed_store import (
     CheckpointRef,
@@ -21,7 +22,6 @@ from statebed_store import (
     StoreFiles,
     StoreId,
     StoreOptions,
-    UnplannableError,
     cleanup_store,
     open_storage,
     retained_versions,

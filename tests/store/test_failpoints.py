@@ -10,17 +10,16 @@ from pathlib import Path
 
 import pytest
 from checkpoint_helpers import commit, state_at
+from statebed_base.errors import InjectedFault, UsageError
 
 from statebed_store import (
     CheckpointRef,
-    InjectedFault,
     SnapshotUploader,
     StateStoreProvider,
     Storage,
     StoreFiles,
     StoreId,
     StoreOptions,
-    UsageError,
     failpoints,
 )
 from statebed_store.naming import CHANGELOG
@@ -91,7 +90,7 @@ def test_alias_snapshot_upload_means_before() -> None:
 
 def test_armed_by_environment_variable(tmp_path: Path) -> None:
     code = (
-        "from statebed_store import failpoints, InjectedFault\n"
+        "from statebed_base.errors import InjectedFault\nfrom statebed_store import failpoints\n"
         "print(sorted(failpoints.stats()))\n"
         "try:\n    failpoints.hit('changelog.upload.before')\nexcept InjectedFault as e:\n    print('fired', e)\n"
     )

@@ -12,14 +12,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from statebed_base.errors import InjectedFault, UsageError
 
-from statebed_store import InjectedFault, UsageError, failpoints
+from statebed_store import failpoints
 from statebed_store.failpoints import Control
 
 # A separate process that hits a failpoint in a loop and reports what it saw in a status file.
 LOOP = """
 import json, os, sys
-from statebed_store import InjectedFault, failpoints
+from statebed_base.errors import InjectedFault
+from statebed_store import failpoints
 status, hits, errors = sys.argv[1], 0, 0
 print("ready", flush=True)
 while True:

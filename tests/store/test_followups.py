@@ -14,24 +14,20 @@ from checkpoint_helpers import STORE, load_state, write_versions
 from conftest import s3_storage
 from minio.error import S3Error
 from s3server import ACCESS_KEY, SECRET_KEY, S3Server
+from statebed_base.errors import AlreadyExistsError, CorruptFileError, InjectedFault, LineageError, UsageError
 
 from statebed_chaos.targets.local import LocalTargets
 from statebed_job.cluster import StandaloneCluster
 from statebed_model.rundir import RunDir
 from statebed_model.sources import IngestSource
 from statebed_store import (
-    AlreadyExistsError,
-    CorruptFileError,
     HeaderCache,
-    InjectedFault,
-    LineageError,
     S3Settings,
     S3Storage,
     SnapshotUploader,
     Storage,
     StoreFiles,
     StoreOptions,
-    UsageError,
     cleanup_store,
     failpoints,
     open_storage,

@@ -11,21 +11,23 @@ from pathlib import Path
 
 import pytest
 from checkpoint_helpers import STORE, Written, batch_ops, load_state, write_versions
-
-from statebed_store import (
-    CheckpointRef,
+from statebed_base.errors import (
     CorruptFileError,
     InjectedFault,
     LineageError,
     MissingFileError,
+    UnknownFormatError,
+    UnplannableError,
+    UsageError,
+)
+
+from statebed_store import (
+    CheckpointRef,
     SnapshotUploader,
     StateStoreProvider,
     Storage,
     StoreFiles,
     StoreOptions,
-    UnknownFormatError,
-    UnplannableError,
-    UsageError,
     failpoints,
     lz4block,
 )

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 import xxhash
+from statebed_base.errors import CorruptFileError
 
 from statebed_store import lz4block
-from statebed_store.errors import CorruptFileError
 
 FILE = "/ckpt/state/0/0/1_x.changelog"
 HEADER = struct.Struct("<8sBiii")

@@ -7,12 +7,12 @@ from typing import Any
 
 import pytest
 from checkpoint_helpers import state_at
+from statebed_base.errors import UsageError
 
 from statebed_job.config import JobOptions
 from statebed_store import CheckpointRef, SnapshotUploader, StateStoreProvider, Storage, StoreId, StoreOptions
 from statebed_store.changelog import parse_changelog
 from statebed_store.config import MAX_SNAPSHOT_INTERVAL
-from statebed_store.errors import UsageError
 from statebed_store.lineage import lineage_to_json
 from statebed_store.naming import CHANGELOG, StateFileName
 

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 import rocksdict
+from statebed_base.errors import CorruptFileError, UnknownFormatError
 
 from statebed_store import open_storage
-from statebed_store.errors import CorruptFileError, UnknownFormatError
 from statebed_store.sst_blocks import check_sst_blocks
 from statebed_verify import verify_lineage
 

@@ -8,9 +8,9 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 from checkpoint_helpers import commit, ref_of, run_versions, state_at
+from statebed_base.errors import AlreadyExistsError, StoreStateError, UnplannableError, UsageError
 
 from statebed_store import (
-    AlreadyExistsError,
     CheckpointRef,
     CountingStorage,
     SnapshotUploader,
@@ -19,9 +19,6 @@ from statebed_store import (
     StoreFiles,
     StoreId,
     StoreOptions,
-    StoreStateError,
-    UnplannableError,
-    UsageError,
     failpoints,
     plan_load,
 )

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "chaos"))
+from statebed_base.errors import UsageError
 from test_process_faults import context, events, fault, fire
 
 from statebed_chaos.experiment import parse_experiment
@@ -19,7 +20,6 @@ from statebed_chaos.faults import KINDS, NotApplicable
 from statebed_chaos.matrix_presets import FAULTS, PRESETS, plan_cells
 from statebed_job.maintenance import PassRecord
 from statebed_model.eventlog import read_event_log
-from statebed_store.errors import UsageError
 
 
 def test_in_the_catalogue_and_the_full_matrix_for_statebed_formats_and_sparks_store() -> None:

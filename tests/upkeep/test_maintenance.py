@@ -10,13 +10,13 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 from job_helpers import InProcessJob
+from statebed_base.errors import CorruptFileError, UsageError
 
 from statebed_job.config import JobOptions
 from statebed_job.maintenance import Maintenance, PassRecord
 from statebed_job.task import TaskResult, TaskSpec, run_partition
 from statebed_store import CommitLog, StoreFiles
 from statebed_store.cleanup import cleanup_checkpoint
-from statebed_store.errors import CorruptFileError, UsageError
 from statebed_store.inspection import discover_stores
 from statebed_store.rebuild import rebuildability
 from statebed_store.storage.base import FileInfo

@@ -29,9 +29,9 @@ from dataclasses import dataclass, field
 from functools import partial
 
 import numpy as np
+from statebed_base.errors import StatebedError
 
 from statebed_store import CheckpointRef, StoreFiles, StoreId
-from statebed_store.errors import StatebedError
 from statebed_store.naming import CHANGELOG, DEFAULT_STORE, SNAPSHOT
 from statebed_store.partition_check import file_keys
 from statebed_store.partitioner import Keys

@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from statebed_store.errors import CorruptFileError
-from statebed_store.jsonsafe import loads_strict
+from statebed_base.errors import CorruptFileError
+from statebed_base.jsonsafe import loads_strict
 
 __all__ = ["History", "Op", "read_history"]
 

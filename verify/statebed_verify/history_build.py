@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from statebed_base.errors import StatebedError
+
 from statebed_model.attempts import AttemptRecord, read_attempts
 from statebed_model.eventlog import EventLog, TaskAttempt, read_event_log
 from statebed_model.rundir import RunDir
-from statebed_store.errors import StatebedError
 from statebed_store.formats import get_format
 
 from .history import History, Op, Outcome

@@ -43,9 +43,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from statebed_base.errors import CheckpointFileError, ForeignFileError, LineageError, UnplannableError, UsageError
+
 from statebed_store import CheckpointRef, CommitLog, HeaderCache, Storage, StoreFiles, StoreId
 from statebed_store.commitlog import CommitRecord, parse_commit
-from statebed_store.errors import CheckpointFileError, ForeignFileError, LineageError, UnplannableError, UsageError
 from statebed_store.formats import V1, V2
 from statebed_store.inspection import committed_store_names, discover_stores, store_index
 from statebed_store.lineage import Lineage

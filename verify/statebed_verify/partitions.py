@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from statebed_base.errors import StatebedError
+
 from statebed_store import CheckpointRef, StoreFiles, StoreId
-from statebed_store.errors import StatebedError
 from statebed_store.naming import CHANGELOG, DEFAULT_STORE, SNAPSHOT
 from statebed_store.partition_check import check_file
 from statebed_store.partitioner import Partitioning

@@ -22,10 +22,10 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
+from statebed_base.errors import StatebedError
 
 from statebed_store import CheckpointRef, StoreFiles, StoreId
 from statebed_store.commitlog import CommitRecord
-from statebed_store.errors import StatebedError
 from statebed_store.inspection import dump_state
 from statebed_store.naming import CHANGELOG, DEFAULT_STORE, SNAPSHOT
 from statebed_store.storage.base import Storage

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, Protocol, TypeVar
 
-from statebed_store.errors import StorageError, UsageError
+from statebed_base.errors import StorageError, UsageError
 
 __all__ = [
     "EXIT_CODES",

@@ -20,8 +20,9 @@ import builtins
 import hashlib
 from collections.abc import Iterable, Sequence
 
+from statebed_base.errors import MissingFileError, StatebedError
+
 from statebed_store import CheckpointRef, StoreFiles, StoreId
-from statebed_store.errors import MissingFileError, StatebedError
 from statebed_store.inspection import dump_state
 from statebed_store.naming import SNAPSHOT, StateFileName
 from statebed_store.plan import plan_load

@@ -31,14 +31,7 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-
-from statebed_model.native_state import native_state_items, read_reader_check
-from statebed_model.partitioning import run_partitioner
-from statebed_model.rundir import INPUT_SCHEMA, MAINTENANCE_LOG, RunDir, RunInfo
-from statebed_model.sources import GroundTruth, open_source, source_log
-from statebed_model.workloads import get_workload
-from statebed_store import CheckpointRef, CommitLog, S3Settings, StoreId, open_storage
-from statebed_store.errors import (
+from statebed_base.errors import (
     CheckpointFileError,
     CorruptFileError,
     MisplacedKeyError,
@@ -48,6 +41,13 @@ from statebed_store.errors import (
     StorageError,
     UsageError,
 )
+
+from statebed_model.native_state import native_state_items, read_reader_check
+from statebed_model.partitioning import run_partitioner
+from statebed_model.rundir import INPUT_SCHEMA, MAINTENANCE_LOG, RunDir, RunInfo
+from statebed_model.sources import GroundTruth, open_source, source_log
+from statebed_model.workloads import get_workload
+from statebed_store import CheckpointRef, CommitLog, S3Settings, StoreId, open_storage
 from statebed_store.formats import get_format
 from statebed_store.inspection import dump_state
 from statebed_store.partitioner import Partitioner, check_keys, checkpoint_partitioning

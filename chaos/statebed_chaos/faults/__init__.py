@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import importlib
 
-from statebed_store.errors import UsageError
+from statebed_base.errors import UsageError
 
 from .base import Evidence, Fault, FaultContext, FaultSpec, NotApplicable, Trigger
 

@@ -28,11 +28,12 @@ import json
 import threading
 from typing import Any, ClassVar
 
+from statebed_base.errors import StatebedError, UsageError
+
 from statebed_job.maintenance import Maintenance, PassRecord
 from statebed_model.attempts import read_attempts
 from statebed_model.eventlog import TaskAttempt
 from statebed_store import CommitLog, open_storage
-from statebed_store.errors import StatebedError, UsageError
 from statebed_store.failpoint_spec import MAX_HOLD_MS
 from statebed_store.formats import PLUGIN_FORMATS, STATEBED_FORMATS, get_format
 

@@ -17,8 +17,9 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
+from statebed_base.errors import UsageError
+
 from statebed_model.attempts import read_attempts
-from statebed_store.errors import UsageError
 from statebed_store.formats import PLUGIN_FORMATS, STATEBED_FORMATS, get_format
 
 from .base import Evidence, FaultContext, FaultSpec, NotApplicable

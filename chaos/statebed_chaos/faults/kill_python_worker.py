@@ -17,8 +17,9 @@ from __future__ import annotations
 import signal
 from typing import Any, ClassVar
 
+from statebed_base.errors import UsageError
+
 from statebed_model.attempts import read_attempts
-from statebed_store.errors import UsageError
 from statebed_store.formats import STATEBED_FORMATS
 
 from .base import Evidence, Fault, FaultContext, FaultSpec

@@ -11,10 +11,11 @@ import signal
 import time
 from typing import Any
 
+from statebed_base.errors import CheckpointFileError, StatebedError
+
 from statebed_model.attempts import AttemptRecord, read_attempts
 from statebed_model.eventlog import EventLog
 from statebed_store import open_storage
-from statebed_store.errors import CheckpointFileError, StatebedError
 from statebed_store.failpoint_control import Control
 from statebed_store.failpoints import parse_spec
 from statebed_store.formats import get_format

@@ -18,7 +18,8 @@ from __future__ import annotations
 import signal
 from typing import Any, ClassVar
 
-from statebed_store.errors import UsageError
+from statebed_base.errors import UsageError
+
 from statebed_store.formats import get_format
 from statebed_verify.history import Op
 

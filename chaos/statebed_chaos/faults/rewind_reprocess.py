@@ -24,9 +24,10 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
+from statebed_base.errors import UsageError
+
 from statebed_model.rewind import plan_rewind
 from statebed_model.rewind_journal import Journal, last_journal
-from statebed_store.errors import UsageError
 from statebed_store.formats import get_format
 from statebed_store.naming import COMMITS_DIR
 

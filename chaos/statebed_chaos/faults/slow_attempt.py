@@ -21,8 +21,9 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
+from statebed_base.errors import UsageError
+
 from statebed_job import jvm_plugin  # noqa: F401  (registers the plug-in's native.* points, so the control file accepts them)
-from statebed_store.errors import UsageError
 from statebed_store.formats import PLUGIN_FORMATS, STATEBED_FORMATS, V2, get_format
 
 from .base import Evidence, Fault, FaultContext, FaultSpec, NotApplicable

@@ -13,8 +13,9 @@ from __future__ import annotations
 import time
 from typing import Any, ClassVar
 
+from statebed_base.jsonsafe import loads_strict
+
 from statebed_store.formats import STATEBED_FORMATS
-from statebed_store.jsonsafe import loads_strict
 
 from .base import Evidence, Fault, FaultContext, FaultSpec, NotApplicable
 

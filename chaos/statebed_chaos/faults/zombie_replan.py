@@ -48,8 +48,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from statebed_store.errors import StatebedError
-from statebed_store.localfs import atomic_write, read_regular
+from statebed_base.errors import StatebedError
+from statebed_base.localfs import atomic_write, read_regular
+
 from statebed_store.naming import hadoop_crc_name, is_temp_of
 from statebed_verify.history import Outcome
 

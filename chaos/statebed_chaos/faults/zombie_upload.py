@@ -68,8 +68,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from statebed_base.errors import UsageError
+
 from statebed_model.eventlog import EventLog, TaskAttempt
-from statebed_store.errors import UsageError
 from statebed_store.formats import PLUGIN_FORMATS, STATEBED_FORMATS, get_format
 
 from .base import Evidence, Fault, FaultContext, FaultSpec, NotApplicable

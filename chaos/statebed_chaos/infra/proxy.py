@@ -8,11 +8,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from statebed_job.procs import Child, spawn
-from statebed_store.errors import UsageError
-from statebed_store.netaddr import answers
+from statebed_base.errors import UsageError
+from statebed_base.netaddr import answers, free_port
 
-from .seaweedfs import free_port
+from statebed_job.procs import Child, spawn
 
 STOP_S = 10.0
 

@@ -23,13 +23,14 @@ from dataclasses import astuple, dataclass, fields
 from pathlib import Path
 
 from minio import Minio
+from statebed_base.localfs import atomic_write
+from statebed_base.netaddr import free_ports
 
 from statebed_job.procs import Child, spawn
-from statebed_store.localfs import atomic_write
 
 __all__ = [
     "ACCESS_KEY", "IN_USE", "READY_BUCKET", "SECRET_KEY", "START_ATTEMPTS", "S3Server", "WeedPorts",
-    "free_port", "free_ports", "start_s3_server", "weed_args",
+    "start_s3_server", "weed_args",
 ]  # fmt: skip
 
 ACCESS_KEY = "statebed"
@@ -38,21 +39,6 @@ READY_BUCKET = "statebed-test"  # created at start: the readiness probe writes i
 HOST = "127.0.0.1"
 IN_USE = "address already in use"  # in the server's log when a chosen port was taken before it bound it
 START_ATTEMPTS = 3
-
-
-def free_ports(n: int) -> list[int]:
-    """`n` distinct loopback ports free now: all held bound at once, so no two coincide, then released
-    for a child to bind. Another process may take one before it does: the caller starts again."""
-    with contextlib.ExitStack() as stack:
-        socks = [stack.enter_context(socket.socket()) for _ in range(n)]
-        for s in socks:
-            s.bind((HOST, 0))
-        return [int(s.getsockname()[1]) for s in socks]
-
-
-def free_port() -> int:
-    """One loopback port free now (see free_ports)."""
-    return free_ports(1)[0]
 
 
 @dataclass(frozen=True)

@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from statebed_base.errors import UsageError
 from toxiproxy import Toxiproxy
 
 from statebed_store import S3Settings
-from statebed_store.errors import UsageError
 
 from ..targets.local import LocalTargets
 from .proxy import start_proxy

@@ -26,7 +26,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from statebed_store.netaddr import check_bind
+from statebed_base.netaddr import check_bind
 
 from . import metrics
 from .listener import AddressPolicy, ListenError, Proxy, parse_networks

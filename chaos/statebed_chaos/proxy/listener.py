@@ -10,8 +10,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from statebed_store.errors import UsageError
-from statebed_store.netaddr import IPAddress, resolve
+from statebed_base.errors import UsageError
+from statebed_base.netaddr import IPAddress, resolve
 
 from .link import Link
 from .record import Recorder

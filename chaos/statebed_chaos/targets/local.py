@@ -19,11 +19,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from statebed_base.errors import CorruptFileError, UsageError
+from statebed_base.jsonsafe import loads_strict
+from statebed_base.localfs import atomic_write
+
 from statebed_job.cluster import StandaloneCluster
 from statebed_job.procs import ProcessIdentity, children, identify, identify_started, send_signal
-from statebed_store.errors import CorruptFileError, UsageError
-from statebed_store.jsonsafe import loads_strict
-from statebed_store.localfs import atomic_write
 
 from .base import KINDS, Target, Targets
 

@@ -15,10 +15,11 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from statebed_base.errors import UsageError
+
 from statebed_chaos.experiment import load_experiment
 from statebed_chaos.runner import ExperimentResult, run_experiment
 from statebed_load.prometheus import PROMETHEUS_HELP, prometheus_binary, prometheus_for_run, set_env
-from statebed_store.errors import UsageError
 
 from ..backend import add_backend_arg, baselines_cache, k8s_settings
 from ..common import fresh_output_dir, non_negative_int

@@ -15,6 +15,8 @@ import sys
 import time
 from pathlib import Path
 
+from statebed_base.errors import UsageError
+
 from statebed_chaos.baseline_cache import Baselines
 from statebed_chaos.experiment import Experiment
 from statebed_chaos.k8s_backend import K8sSettings
@@ -22,7 +24,6 @@ from statebed_chaos.matrix import MatrixResult, RunCell, render_table, render_ve
 from statebed_chaos.matrix_presets import PRESETS, plan_cells
 from statebed_chaos.runner import ExperimentResult, run_experiment
 from statebed_model.experimentdir import MatrixDir
-from statebed_store.errors import UsageError
 
 from ..backend import add_backend_arg, baselines_cache, k8s_settings
 from ..common import emit_json, fresh_output_dir

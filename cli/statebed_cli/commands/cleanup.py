@@ -16,15 +16,17 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from statebed_base.errors import UsageError
+from statebed_base.names import printable
+
 from statebed_model.rewind import lock
 from statebed_model.rewind_journal import BACKUP_DIR, pending_journal
 from statebed_model.rundir import RunDir, is_url
 from statebed_store import S3Settings, Storage
 from statebed_store.cleanup import DELETE_BATCH, CheckpointCleanup, cleanup_checkpoint
 from statebed_store.config import StoreOptions
-from statebed_store.errors import UsageError
 from statebed_store.formats import get_format
-from statebed_store.naming import COMMITS_DIR, OFFSETS_DIR, hadoop_crc_name, printable
+from statebed_store.naming import COMMITS_DIR, OFFSETS_DIR, hadoop_crc_name
 
 from ..common import EXIT_OK, add_s3_args, emit_json, open_checkpoint, open_location, positive_int
 

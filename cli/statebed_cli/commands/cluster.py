@@ -17,8 +17,9 @@ import json
 import sys
 import time
 
+from statebed_base.errors import UsageError
+
 from statebed_job.cluster import StandaloneCluster
-from statebed_store.errors import UsageError
 
 from ..common import EXIT_OK
 

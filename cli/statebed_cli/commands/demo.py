@@ -27,21 +27,13 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from statebed_store import (
-    BaseIdMismatchError,
-    CheckpointRef,
-    CommitLog,
-    CommitResult,
-    StateStoreProvider,
-    Storage,
-    StoreId,
-    StoreOptions,
-)
-from statebed_store.errors import MissingFileError, UsageError
+from statebed_base.errors import BaseIdMismatchError, MissingFileError, UsageError
+from statebed_base.jsonsafe import loads_strict
+from statebed_base.names import printable
+
+from statebed_store import CheckpointRef, CommitLog, CommitResult, StateStoreProvider, Storage, StoreId, StoreOptions
 from statebed_store.formats import STATEBED_FORMATS, V2, get_format
 from statebed_store.inspection import list_checkpoint
-from statebed_store.jsonsafe import loads_strict
-from statebed_store.naming import printable
 from statebed_store.partitioner import DEMO_MARKER, Partitioner
 
 from ..common import EXIT_NEGATIVE, EXIT_OK, add_s3_args, non_negative_int, open_location

@@ -6,7 +6,8 @@ import argparse
 import json
 import sys
 
-from statebed_store.errors import UsageError
+from statebed_base.errors import UsageError
+
 from statebed_store.inspection import render_bytes
 from statebed_store.statediff import diff_stores, select_stores
 

@@ -7,8 +7,9 @@ import json
 import sys
 from collections.abc import Iterable
 
+from statebed_base.errors import UsageError
+
 from statebed_store.column_families import in_family, select_column_family
-from statebed_store.errors import UsageError
 from statebed_store.inspection import dump_state, render_bytes, resolve_target, stores_of_batch
 from statebed_store.naming import StoreId
 from statebed_store.partition_check import checked_items

@@ -5,8 +5,9 @@ from __future__ import annotations
 import argparse
 import sys
 
+from statebed_base.names import printable
+
 from statebed_store.inspection import list_checkpoint
-from statebed_store.naming import printable
 from statebed_store.rebuild import rebuildability
 
 from ..common import EXIT_OK, add_checkpoint_args, emit_json, open_checkpoint

@@ -5,10 +5,11 @@ from __future__ import annotations
 import argparse
 import sys
 
+from statebed_base.errors import UsageError
+from statebed_base.names import printable
+
 from statebed_store import CheckpointRef, StoreFiles
-from statebed_store.errors import UsageError
 from statebed_store.inspection import plan_json
-from statebed_store.naming import printable
 from statebed_store.plan import loadable_plan
 
 from ..common import (

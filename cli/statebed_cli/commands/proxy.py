@@ -12,8 +12,9 @@ import sys
 from pathlib import Path
 from types import FrameType
 
+from statebed_base.errors import UsageError
+
 from statebed_chaos.proxy import ProxyServer
-from statebed_store.errors import UsageError
 
 from ..common import EXIT_OK, non_negative_int, output_file
 

@@ -13,8 +13,9 @@ import argparse
 import sys
 from pathlib import Path
 
+from statebed_base.log import get_logger
+
 from statebed_report import write_report
-from statebed_store.log import get_logger
 from statebed_verify import Composite
 
 from ..common import EXIT_OK, output_file

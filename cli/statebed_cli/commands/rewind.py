@@ -5,9 +5,10 @@ from __future__ import annotations
 import argparse
 import sys
 
+from statebed_base.errors import UsageError
+
 from statebed_model.rewind import lock, plan_rewind, recover, undo
 from statebed_model.rewind_journal import Journal
-from statebed_store.errors import UsageError
 
 from ..common import EXIT_OK, emit_json, non_negative_int
 

@@ -11,13 +11,14 @@ import argparse
 import json
 import os
 
+from statebed_base.errors import UsageError
+
 from statebed_chaos.limits import MAX_DURATION_S
 from statebed_job.config import JobOptions
 from statebed_job.runner import run_job
 from statebed_model.rundir import RunDir
 from statebed_model.workloads import WORKLOADS
 from statebed_store import S3Settings, failpoints
-from statebed_store.errors import UsageError
 from statebed_store.formats import LEGACY_NATIVE, RUN_FORMATS
 from statebed_verify import EXIT_CODES, merge_verdicts, summarise, verify_run
 

@@ -11,8 +11,9 @@ import os
 from collections.abc import Callable
 from typing import Any
 
+from statebed_base.names import printable
+
 from statebed_store import S3Settings
-from statebed_store.naming import printable
 from statebed_verify import EXIT_CODES, CheckCrashed, LineageReport, Report, StateReport, check_safe, verify_lineage, verify_state
 
 from ..common import add_checkpoint_args, emit_json, open_checkpoint

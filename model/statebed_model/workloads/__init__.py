@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from statebed_store.errors import UsageError
+from statebed_base.errors import UsageError
 
 from .base import Finding, TaskContext, Workload
 from .bucket_collect import BucketCollect

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from ..errors import UsageError
+from statebed_base.errors import UsageError
 
 __all__ = ["FileInfo", "Storage", "clean_path"]
 

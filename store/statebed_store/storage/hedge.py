@@ -24,9 +24,10 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import Any
 
+from statebed_base.errors import AlreadyExistsError, StatebedError, StorageError
+from statebed_base.log import get_logger, kv
+
 from ..config import StoreOptions
-from ..errors import AlreadyExistsError, StatebedError, StorageError
-from ..log import get_logger, kv
 from .base import FileInfo, Storage
 from .upload_stats import KINDS, UploadStats, kind_of, percentile
 

@@ -13,8 +13,9 @@ import stat
 from collections.abc import Sequence
 from pathlib import Path
 
-from ..errors import MissingFileError, StorageUnavailableError
-from ..localfs import atomic_write, read_regular
+from statebed_base.errors import MissingFileError, StorageUnavailableError
+from statebed_base.localfs import atomic_write, read_regular
+
 from .base import FileInfo, clean_path
 
 __all__ = ["LocalStorage"]

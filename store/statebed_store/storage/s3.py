@@ -27,9 +27,9 @@ from minio import Minio
 from minio.deleteobjects import DeleteObject
 from minio.error import S3Error
 from minio.helpers import check_bucket_name
+from statebed_base.errors import AlreadyExistsError, MissingFileError, StorageError, StorageUnavailableError, UsageError
 
 from ..config import S3Settings
-from ..errors import AlreadyExistsError, MissingFileError, StorageError, StorageUnavailableError, UsageError
 from .base import FileInfo, clean_path
 
 __all__ = ["S3Storage", "parse_s3_url"]

@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 from proxy_helpers import proxy_api, records
 from s3server import ACCESS_KEY, SECRET_KEY, S3Server
+from statebed_base.errors import AlreadyExistsError, CommitConflictError, StorageUnavailableError, UnplannableError, UsageError
 
 from statebed_store import CommitLog, S3Settings, S3Storage, StateStoreProvider, StoreId, StoreOptions
-from statebed_store.errors import AlreadyExistsError, CommitConflictError, StorageUnavailableError, UnplannableError, UsageError
 from statebed_store.storage import HedgedStorage, HedgeState
 from statebed_store.storage.upload_stats import kind_of, merge_uploads, percentile, summarize_uploads
 

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from statebed_base.errors import AlreadyExistsError, MissingFileError, UsageError
 
-from statebed_store import AlreadyExistsError, MissingFileError, Storage, UsageError
+from statebed_store import Storage
 
 DATA = bytes(range(256)) * 4
 

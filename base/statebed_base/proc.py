@@ -1,8 +1,7 @@
 """What /proc says about one process: its state, parent, start time and command line.
 
 The one reader of /proc/PID/stat and /proc/PID/cmdline: `statebed_job.procs` builds process
-identities on it, and the checkpoint lock records its holder with it (the store sits below
-the job layer, so the reader lives here).
+identities on it, and the checkpoint lock records its holder with it.
 """
 
 from __future__ import annotations

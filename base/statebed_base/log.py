@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sys
 import time
 from typing import Any
-
-from .config import env
 
 __all__ = ["get_logger", "kv", "setup_logging"]
 
@@ -54,8 +53,8 @@ class _JsonFormatter(logging.Formatter):
 
 def setup_logging(level: str | None = None, fmt: str | None = None) -> None:
     """Install one stderr handler on the `statebed` logger (idempotent)."""
-    level = (level or env("STATEBED_LOG_LEVEL", "WARNING")).upper()
-    fmt = (fmt or env("STATEBED_LOG_FORMAT", "text")).lower()
+    level = (level or os.environ.get("STATEBED_LOG_LEVEL", "WARNING")).upper()
+    fmt = (fmt or os.environ.get("STATEBED_LOG_FORMAT", "text")).lower()
     root = logging.getLogger("statebed")
     for h in list(root.handlers):
         if getattr(h, "_statebed", False):

@@ -9,6 +9,7 @@ the IPv4 address it carries.
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import socket
 import urllib.request
@@ -66,3 +67,21 @@ def answers(url: str, timeout_s: float = 1.0) -> bool:
             return bool(r.status == 200)
     except OSError:
         return False
+
+
+LOOPBACK = "127.0.0.1"
+
+
+def free_ports(n: int) -> list[int]:
+    """`n` distinct loopback ports free now: all held bound at once, so no two coincide, then released
+    for a child to bind. Another process may take one before it does: the caller starts again."""
+    with contextlib.ExitStack() as stack:
+        socks = [stack.enter_context(socket.socket()) for _ in range(n)]
+        for s in socks:
+            s.bind((LOOPBACK, 0))
+        return [int(s.getsockname()[1]) for s in socks]
+
+
+def free_port() -> int:
+    """One loopback port free now (see free_ports)."""
+    return free_ports(1)[0]

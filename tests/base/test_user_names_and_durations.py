@@ -1,13 +1,12 @@
-"""The two parsers of what a user types that ends up in a path or a timer: `naming.path_segment`
+"""The two parsers of what a user types that ends up in a path or a timer: `statebed_base.names.path_segment`
 (a name that becomes one file name) and `durations.parse_duration` (Locust's timespans)."""
 
 from __future__ import annotations
 
 import pytest
-
-from statebed_store.durations import parse_duration
-from statebed_store.errors import UsageError
-from statebed_store.naming import MAX_SEGMENT_BYTES, path_segment
+from statebed_base.durations import parse_duration
+from statebed_base.errors import UsageError
+from statebed_base.names import MAX_SEGMENT_BYTES, path_segment
 
 
 @pytest.mark.parametrize("name", ["experiment", "zombie-upload-sample3-v1-s1", "a.b", "ünïcode", "x" * MAX_SEGMENT_BYTES])
