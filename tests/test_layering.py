@@ -6,12 +6,14 @@ Spark-free); verify (the judge: verifiers, history, attempts check) imports only
 never pyspark, so a verdict needs no JVM; job never imports chaos or above; chaos never imports load, report or cli;
 load (the ingest service, Locust, `load run`) never imports report or cli; report reads the
 records of runs, matrices and load runs and never imports cli. Imports inside
-functions count too: a lazy import is still a dependency.
+functions count too: a lazy import is still a dependency. So does a subprocess hop: a
+`[..., "-m", "statebed_x...", ...]` command in a layer below x starts the layer above it.
 """
 
 from __future__ import annotations
 
 import ast
+import itertools
 from pathlib import Path
 
 import pytest
@@ -78,10 +80,22 @@ def imported(tree: ast.Module) -> list[tuple[int, str]]:
     return out
 
 
+def spawned(tree: ast.Module) -> list[tuple[int, str]]:
+    """(line, top-level module) of every `-m MODULE` in a list or tuple literal (a command a module starts)."""
+    out = []
+    for n in ast.walk(tree):
+        if isinstance(n, ast.List | ast.Tuple):
+            for a, b in itertools.pairwise(n.elts):
+                if isinstance(a, ast.Constant) and a.value == "-m" and isinstance(b, ast.Constant) and isinstance(b.value, str):
+                    out.append((b.lineno, b.value.split(".")[0]))
+    return out
+
+
 def violations(package: str) -> list[str]:
     found = []
     for f in sorted((ROOT / PACKAGES[package]).rglob("*.py")):
-        for line, top in imported(ast.parse(f.read_text(), str(f))):
+        tree = ast.parse(f.read_text(), str(f))
+        for line, top in imported(tree) + spawned(tree):
             if top in FORBIDDEN[package]:
                 found.append(f"{f.relative_to(ROOT)}:{line} imports {top}")
     return found
@@ -95,6 +109,13 @@ def test_dependencies_point_one_way(package: str) -> None:
 def test_the_check_sees_lazy_imports() -> None:
     tree = ast.parse("def f():\n    from statebed_cli.main import main\n    import pyspark.sql\n")
     assert imported(tree) == [(2, "statebed_cli"), (3, "pyspark")]
+
+
+def test_the_check_sees_subprocess_hops() -> None:
+    """Positive control: the hop the chaos harness made (`statebed run` through the CLI) is an arrow to cli."""
+    tree = ast.parse('cmd = [sys.executable, "-m", "statebed_cli.main", "run"]\nother = ("-m", "statebed_job", d)\n')
+    assert spawned(tree) == [(1, "statebed_cli"), (2, "statebed_job")]
+    assert ("statebed_cli" in FORBIDDEN["statebed_chaos"]) and ("statebed_job" not in FORBIDDEN["statebed_chaos"])
 
 
 def test_every_package_of_the_tree_has_a_place_in_the_order_and_ships_py_typed() -> None:

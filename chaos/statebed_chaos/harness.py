@@ -1,16 +1,18 @@
-"""The harness: one `statebed run` job under a nemesis, judged. Used by `statebed chaos run`
+"""The harness: one statebed job under a nemesis, judged. Used by `statebed chaos run`
 (`runner.py`: baseline, faulted run, verdict) and `statebed load run` (`statebed_load.run`:
 the same job fed by the ingest service under Locust).
 
 It owns what both need: the storage (local, or SeaweedFS behind the fault proxy for this run
-only), the job's command line (`JobOptions.to_argv()`, the one builder of it), the driver's
+only), the run's description (`describe`: its `run.json`, written by `statebed_job.runner.describe_run`),
+the driver's
 launch and the record of every process below it (for stop and the leak check), the nemesis,
 and the judge: a scheduled fault without proof that it fired makes a run unknown, never
 valid; the verifiers (lineage, state, attempts) and the baseline comparison decide the rest,
 false > unknown > true, and the exit code comes from the one table (`EXIT_CODES`).
 
-The job runs as a subprocess (`statebed run --no-verify --json`), so a fault can kill its
-driver and the harness survives.
+The job runs as a subprocess started from its run directory (`python -m statebed_job RUN_DIR
+--json`, never the `statebed` command above this layer), so a fault can kill its driver and the
+harness survives.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from statebed_base.errors import StatebedError
 
 from statebed_job.config import ClusterKind, JobOptions
 from statebed_job.procs import ProcessIdentity, stop_all, track
+from statebed_job.runner import describe_run
 from statebed_model.experimentdir import ExperimentDir
 from statebed_model.rundir import RunDir
 from statebed_store import S3Settings
@@ -50,6 +53,7 @@ __all__ = [
     "EXIT_HARNESS",
     "ExperimentResult",
     "Tracker",
+    "describe",
     "faulted_run",
     "job_command",
     "job_options",
@@ -118,13 +122,13 @@ def storage(exp: Experiment | None, out: Path, run_dir: Path, seed: int) -> Iter
         yield env, svc
 
 
-def run_command(run_dir: Path, opts: JobOptions | None, *, master: str | None = None, metrics_port: int | None = None) -> list[str]:
-    """`statebed run` into `run_dir` without its verifiers (the harness judges); `opts` None: `--resume`
-    (the run's saved options); `master`: submit to that cluster instead of starting one."""
-    cmd = [sys.executable, "-m", "statebed_cli.main", "run", "--run-dir", str(run_dir), "--no-verify", "--json"]
+def run_command(run_dir: Path, *, resume: bool = False, master: str | None = None, metrics_port: int | None = None) -> list[str]:
+    """`python -m statebed_job RUN_DIR`: the job the run directory describes (`describe_run` wrote it), with
+    no verifiers (the harness judges); `resume`: continue it after a death; `master`: submit to that cluster."""
+    cmd = [sys.executable, "-m", "statebed_job", str(run_dir), "--json"]
     cmd += [] if master is None else ["--master", master]
     cmd += [] if metrics_port is None else ["--metrics-port", str(metrics_port)]
-    return [*cmd, "--resume"] if opts is None else [*cmd, *opts.to_argv()]
+    return [*cmd, "--resume"] if resume else cmd
 
 
 def job_options(exp: Experiment, seed: int, run_dir: Path) -> JobOptions:
@@ -147,9 +151,14 @@ def job_options(exp: Experiment, seed: int, run_dir: Path) -> JobOptions:
     )
 
 
-def job_command(exp: Experiment, seed: int, run_dir: Path, *, resume: bool = False, master: str | None = None) -> list[str]:
-    """The `statebed run` command line of one run of `exp` (`master`: e.g. k8s://..., also on resume)."""
-    return run_command(run_dir, None if resume else job_options(exp, seed, run_dir), master=master)
+def describe(exp: Experiment, seed: int, run_dir: Path) -> None:
+    """Write one run of `exp` into `run_dir` as its run description, for `job_command` to start."""
+    describe_run(run_dir, job_options(exp, seed, run_dir))
+
+
+def job_command(run_dir: Path, *, resume: bool = False, master: str | None = None) -> list[str]:
+    """The command of the run `run_dir` describes (`master`: e.g. k8s://..., also on resume)."""
+    return run_command(run_dir, resume=resume, master=master)
 
 
 # -- processes -------------------------------------------------------------------------------
@@ -244,9 +253,10 @@ def faulted_run(
     env = {**env, CONTROL_ENV: str(control.path)}
     deadline = time.monotonic() + exp.timeout_s
     exits: list[DriverExit] = []
+    describe(exp, seed, run_dir)
     nemesis.start()
     while True:
-        cmd = job_command(exp, seed, run_dir, resume=bool(exits), master=master)
+        cmd = job_command(run_dir, resume=bool(exits), master=master)
         ex = launch(xdir, cmd, env, run_dir, f"faulted-{len(exits)}", history, say, deadline)
         exits.append(ex)
         if ex.code == 0 or ex.timed_out:

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from statebed_base.entry import EXIT_INTERRUPTED
 from statebed_base.errors import StatebedError
 
 from statebed_model.experimentdir import ExperimentDir
@@ -40,7 +41,6 @@ from .runner import ExperimentResult, run_experiment
 __all__ = ["CellRun", "MatrixResult", "RunCell", "fault_caused", "run_experiment_cell", "run_matrix"]
 
 EXIT_OK, EXIT_FAILED = EXIT_CODES[True], EXIT_CODES[False]  # pass / fail from the one verdict table
-EXIT_INTERRUPTED = 130
 
 
 # (experiment, seed, out_dir, shared baselines cache) -> result; tests pass a stand-in

@@ -36,8 +36,6 @@ __all__ = [
 ]
 
 EXIT_OK, EXIT_NEGATIVE = EXIT_CODES[True], EXIT_CODES[False]  # the one verdict table (unknown: EXIT_CODES["unknown"])
-EXIT_UNUSABLE = 2
-EXIT_RUN_FAILED, EXIT_PROTOCOL, EXIT_INTERNAL, EXIT_INTERRUPTED = 4, 5, 70, 130
 
 
 def non_negative_int(text: str) -> int:

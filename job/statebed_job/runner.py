@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, TextIO, cast
 
 from statebed_base.errors import QueryFailedError, StatebedError, UsageError
 from statebed_base.log import get_logger, kv
@@ -39,7 +39,7 @@ from .driver import BatchDriver, BatchOutcome
 from .maintenance import Maintenance, OnPass, PassRecord
 from .query import start_query
 
-__all__ = ["RunSummary", "default_run_dir", "run_job"]
+__all__ = ["METRICS_PORT_ENV", "RunSummary", "default_run_dir", "describe_run", "metrics_port_from_env", "run_job"]
 
 log = get_logger("runner")
 
@@ -130,9 +130,65 @@ def _master(opts: JobOptions, run: RunDir, master: str | None) -> Iterator[str]:
             cluster.down()
 
 
+def describe_run(run_dir: str | Path, opts: JobOptions) -> RunDir:
+    """Write the run description (`run.json`, not started) that `python -m statebed_job RUN_DIR` runs:
+    how a harness starts a job without a command line (chaos, load)."""
+    run = RunDir(run_dir)
+    if run.exists():
+        raise UsageError(f"{run.root} already holds a run: use --resume to continue it, or another run directory")
+    run.create(_new_info(opts, started=False))
+    return run
+
+
+def _new_info(opts: JobOptions, *, started: bool = True) -> RunInfo:
+    get_workload(opts.workload)
+    return RunInfo(
+        workload=opts.workload,
+        mode=opts.mode,
+        partitions=opts.partitions,
+        checkpoint="spark-checkpoint" if opts.native else opts.checkpoint,
+        params=opts.to_json(),
+        source=_source_description(opts),
+        started=started,
+    )
+
+
+def _saved_options(run: RunDir, info: RunInfo) -> JobOptions:
+    try:
+        return JobOptions(**info.params)
+    except (TypeError, UsageError) as e:
+        raise UsageError(f"{run.info_path}: the saved run parameters are unusable ({e})") from None
+
+
+def _resumed(run: RunDir, opts: JobOptions | None) -> tuple[RunInfo, JobOptions]:
+    """The saved run and the options it continues with (`opts`: asked anew, checked against the saved)."""
+    info = run.read_info()
+    saved = _saved_options(run, info)
+    if opts is None:
+        return info, replace(saved, slow_task=None)  # the slow attempt was the first driver's
+    if (saved.workload, saved.mode, saved.partitions) != (opts.workload, opts.mode, opts.partitions):
+        raise UsageError(
+            f"{run.root} ran {saved.workload}/{saved.mode} on {saved.partitions} partitions; "
+            f"resume it with the same --workload, mode and --partitions (asked {opts.workload}/{opts.mode}/{opts.partitions})"
+        )
+    if opts.checkpoint != saved.checkpoint:
+        raise UsageError(f"{run.root} keeps its state in {saved.checkpoint}; a resumed run cannot move it (asked {opts.checkpoint})")
+    if opts.batches < saved.batches:
+        raise UsageError(f"{run.root} already asked for {saved.batches} batches; --batches cannot shrink on resume")
+    return info, opts
+
+
+def _described(run: RunDir) -> tuple[RunInfo, JobOptions]:
+    """A run directory a harness described and nobody started yet."""
+    info = run.read_info()
+    if info.started:
+        raise UsageError(f"{run.root} already holds a started run: resume it (--resume), or describe a new one")
+    return info, _saved_options(run, info)
+
+
 def run_job(
     run_dir: str | Path | None,
-    opts: JobOptions,
+    opts: JobOptions | None = None,
     *,
     resume: bool = False,
     master: str | None = None,
@@ -140,37 +196,25 @@ def run_job(
     progress: bool = True,
     metrics_port: int | None = None,
 ) -> RunSummary:
-    run = RunDir(run_dir or default_run_dir(opts))
+    """One run into `run_dir`: a new one with `opts`; `opts` None: the run `run_dir` describes
+    (`describe_run`); `resume`: continue the saved run (`opts`, if given, checked against it)."""
+    if run_dir is None and opts is None:
+        raise UsageError("a run needs its options or a run directory that describes it")
+    run = RunDir(run_dir or default_run_dir(cast(JobOptions, opts)))
+    described = opts is None and not resume
     if resume:
-        info = run.read_info()
-        try:
-            saved = JobOptions(**info.params)
-        except (TypeError, UsageError) as e:
-            raise UsageError(f"{run.info_path}: the saved run parameters are unusable ({e})") from None
-        if (saved.workload, saved.mode, saved.partitions) != (opts.workload, opts.mode, opts.partitions):
-            raise UsageError(
-                f"{run.root} ran {saved.workload}/{saved.mode} on {saved.partitions} partitions; "
-                f"resume it with the same --workload, mode and --partitions (asked {opts.workload}/{opts.mode}/{opts.partitions})"
-            )
-        if opts.checkpoint != saved.checkpoint:
-            raise UsageError(f"{run.root} keeps its state in {saved.checkpoint}; a resumed run cannot move it (asked {opts.checkpoint})")
-        if opts.batches < saved.batches:
-            raise UsageError(f"{run.root} already asked for {saved.batches} batches; --batches cannot shrink on resume")
+        info, opts = _resumed(run, opts)
+    elif opts is None:
+        info, opts = _described(run)
     else:
         if run.exists():
             raise UsageError(f"{run.root} already holds a run: use --resume to continue it, or another --run-dir")
-        get_workload(opts.workload)
-        info = RunInfo(
-            workload=opts.workload,
-            mode=opts.mode,
-            partitions=opts.partitions,
-            checkpoint="spark-checkpoint" if opts.native else opts.checkpoint,
-            params=opts.to_json(),
-            source=_source_description(opts),
-        )
+        info = _new_info(opts)
     if info.source and info.source != _source_description(opts):
         raise UsageError(f"{run.root} read the source {info.source}; a resumed run cannot change it (asked {_source_description(opts)})")
     loc = run.checkpoint_location(info)
+    if s3 is None and loc.startswith("s3://"):
+        s3 = S3Settings.from_env()  # a described run: the endpoint and keys come with the environment
     storage = open_storage(loc, s3, create_bucket=loc.startswith("s3://"))
     if not opts.native:
         _check_checkpoint(storage, run, opts, resume)
@@ -179,11 +223,11 @@ def run_job(
         Path(source.stream_dir()).mkdir(parents=True, exist_ok=True)  # Spark needs the directory; files come later
     else:
         opts = replace(opts, batches=source.prepare(opts.batches))  # ingest: the files that have landed
-    info.params = opts.to_json()
-    if not resume:
-        run.create(info)
-    else:
+    info.params, info.started = opts.to_json(), True
+    if resume or described:
         run.save_info(info)
+    else:
+        run.create(info)
     bar = _Progress(opts.batches, enabled=progress)
     statuses: dict[str, int] = {}
 
@@ -224,6 +268,19 @@ def run_job(
     )
     log.info("run finished", extra=kv(run=str(run.root), seconds=summary.seconds))
     return summary
+
+
+METRICS_PORT_ENV = "STATEBED_METRICS_PORT"  # set by `chaos run --prometheus` for the drivers it starts
+
+
+def metrics_port_from_env(given: int | None) -> int | None:
+    """`given` (--metrics-port), else STATEBED_METRICS_PORT (a harness asking its drivers for /metrics)."""
+    env = os.environ.get(METRICS_PORT_ENV, "")
+    if given is not None or not env:
+        return given
+    if not env.isdigit() or int(env) > 65535:
+        raise UsageError(f"{METRICS_PORT_ENV}={env!r}: expected a TCP port 0..65535")
+    return int(env)
 
 
 def _start_metrics(run: RunDir, port: int | None) -> Any:

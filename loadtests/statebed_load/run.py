@@ -42,6 +42,7 @@ from statebed_chaos.experiment import Experiment
 from statebed_chaos.harness import Tracker, make_nemesis, run_command, storage, unfired
 from statebed_chaos.schedule import realise
 from statebed_job.config import JobOptions
+from statebed_job.runner import describe_run
 from statebed_model.experimentdir import ExperimentDir, control_file
 from statebed_model.rundir import RunDir
 from statebed_model.sources import IngestSource
@@ -58,7 +59,7 @@ from .procs import Managed, start_ingest
 from .prometheus import write_latency_histogram
 from .series import locust_rates, series_rows, write_series
 
-__all__ = ["LOCUSTFILE", "LoadOptions", "LoadResult", "job_command", "locust_command", "run_load"]
+__all__ = ["LOCUSTFILE", "LoadOptions", "LoadResult", "describe", "job_command", "locust_command", "run_load"]
 
 LOCUSTFILE = Path(__file__).resolve().parent.parent / "locustfile.py"
 SHAPES = ("steady", "ramp", "spike")
@@ -162,9 +163,14 @@ def job_options(opts: LoadOptions, exp: Experiment | None, seed: int, out: Path)
     return JobOptions(seed=seed, mode=opts.format, trigger_ms=opts.trigger_ms, **given)
 
 
-def job_command(opts: LoadOptions, exp: Experiment | None, seed: int, out: Path) -> list[str]:
-    """The load run's `statebed run` (its Prometheus /metrics on any free port)."""
-    return run_command(out, job_options(opts, exp, seed, out), metrics_port=0)
+def describe(opts: LoadOptions, exp: Experiment | None, seed: int, out: Path) -> None:
+    """Write the load run's job into `out` as its run description, for `job_command` to start."""
+    describe_run(out, job_options(opts, exp, seed, out))
+
+
+def job_command(out: Path) -> list[str]:
+    """The job `out` describes (its Prometheus /metrics on any free port)."""
+    return run_command(out, metrics_port=0)
 
 
 def locust_command(opts: LoadOptions, url: str, seed: int, out: Path) -> list[str]:
@@ -201,9 +207,8 @@ def _drive(
     if nemesis is not None:
         nemesis.prepare()
         stack.callback(nemesis.stop)
-    driver = DriverProcess(
-        job_command(opts, exp, seed, out), python_env({**env, CONTROL_ENV: str(control.path)}), out, out / "logs" / "job"
-    )
+    describe(opts, exp, seed, out)
+    driver = DriverProcess(job_command(out), python_env({**env, CONTROL_ENV: str(control.path)}), out, out / "logs" / "job")
     stack.callback(driver.stop)
     tracker.add(driver.pid)
     say(f"job pid {driver.pid}: waiting for its query to stream")

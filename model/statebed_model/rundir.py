@@ -71,6 +71,7 @@ class RunInfo:
     created: str = field(default_factory=lambda: time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
     schema: int = RUN_SCHEMA
     source: dict[str, Any] = field(default_factory=dict)  # `Source.describe()`; {} = generated from params (older runs)
+    started: bool = True  # False: described (`statebed_job.runner.describe_run`), its job not started yet
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

@@ -35,13 +35,12 @@ def test_the_chart_gives_the_chaos_controller_every_variable_the_backend_needs()
 
 
 def test_drivers_are_submitted_to_the_master_also_on_resume(tmp_path: Path) -> None:
-    exp = load_experiment(EXAMPLE)
     master = "k8s://https://kubernetes.default.svc"
-    first = job_command(exp, 3, tmp_path / "faulted", master=master)
-    again = job_command(exp, 3, tmp_path / "faulted", resume=True, master=master)
+    first = job_command(tmp_path / "faulted", master=master)
+    again = job_command(tmp_path / "faulted", resume=True, master=master)
     for cmd in (first, again):
         assert cmd[cmd.index("--master") + 1] == master
-    assert "--resume" in again and "--master" not in job_command(exp, 3, tmp_path / "faulted")
+    assert "--resume" in again and "--master" not in job_command(tmp_path / "faulted")
 
 
 @pytest.mark.parametrize("sub", [["run", str(EXAMPLE)], ["matrix", "--quick"]])

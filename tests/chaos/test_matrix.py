@@ -25,9 +25,10 @@ from statebed_chaos.baseline import Baseline, baseline_key
 from statebed_chaos.baseline_cache import Baselines
 from statebed_chaos.experiment import Experiment, load_experiment
 from statebed_chaos.faults import KINDS
+from statebed_chaos.harness import job_options
 from statebed_chaos.matrix import EXIT_INTERRUPTED, MatrixResult, fault_caused, run_matrix
 from statebed_chaos.matrix_presets import FAULTS, NONDETERMINISTIC, PRESETS, Preset, plan_cells
-from statebed_chaos.runner import ExperimentResult, job_command
+from statebed_chaos.runner import ExperimentResult
 from statebed_cli.commands import chaos_matrix
 from statebed_verify import EXIT_CODES
 
@@ -166,10 +167,8 @@ def test_a_pause_cell_and_its_baseline_run_with_the_speculation_floor_the_pause_
     (slow,) = plan_cells(PRESETS["full"], 1, faults=["slow-attempt"], workloads=["sample3"], formats=["native-v2"])[0]
     assert pause.experiment.spark_conf() == {"spark.speculation.minTaskRuntime": "6s"}
     assert slow.experiment.spark_conf() == {}
-    run = tmp_path / "r"
-    argv = job_command(pause.experiment, 1, run)
-    assert argv[argv.index("--conf") + 1] == "spark.speculation.minTaskRuntime=6s"
-    assert "--conf" not in job_command(slow.experiment, 1, run)
+    assert job_options(pause.experiment, 1, tmp_path / "r").extra_conf == {"spark.speculation.minTaskRuntime": "6s"}
+    assert job_options(slow.experiment, 1, tmp_path / "r").extra_conf == {}
     assert baseline_key(pause.experiment, 1) != baseline_key(slow.experiment, 1)
     assert baseline_key(pause.experiment, 1)[:-2] == baseline_key(slow.experiment, 1)[:-2]  # the same sizes otherwise
 

@@ -1,6 +1,7 @@
-"""`JobOptions.to_argv()` is the one builder of a `statebed run` command line: the real CLI
-parser turns it back into exactly the same options, for the defaults and for every option
-set to something else; and the harness and the report build their command lines with it."""
+"""`JobOptions.to_argv()` is the one builder of a `statebed run` command line (the report's
+reproduce line): the real CLI parser turns it back into exactly the same options, for the
+defaults and for every option set to something else. The harnesses carry no command line: they
+describe the run in its directory (`run.json`) and start `python -m statebed_job RUN_DIR`."""
 
 from __future__ import annotations
 
@@ -12,11 +13,12 @@ from typing import Any
 import pytest
 
 from statebed_chaos.experiment import parse_experiment
-from statebed_chaos.harness import job_command, job_options
+from statebed_chaos.harness import describe, job_command, job_options
 from statebed_cli.commands.run import _options
 from statebed_cli.main import build_parser
 from statebed_job.config import JobOptions
 from statebed_load.run import LoadOptions
+from statebed_load.run import describe as load_describe
 from statebed_load.run import job_command as load_job_command
 from statebed_model.rundir import RunDir, RunInfo
 from statebed_report.records import read_run
@@ -79,20 +81,30 @@ def test_native_and_everything_at_once_round_trip() -> None:
         assert parse(opts.to_argv()) == opts
 
 
-def test_the_chaos_harness_command_is_the_experiments_options(tmp_path: Path) -> None:
+def described(run_dir: Path) -> JobOptions:
+    """The options a described run directory holds (what `python -m statebed_job RUN_DIR` runs with)."""
+    info = RunDir(run_dir).read_info()
+    assert info.started is False
+    return JobOptions(**info.params)
+
+
+def test_the_chaos_harness_describes_the_experiments_options_and_starts_the_job_from_them(tmp_path: Path) -> None:
     exp = parse_experiment({"name": "x", "batches": 4, "partitions": 5, "rows_per_batch": 50, "storage": "s3", "workers": 3})
-    cmd = job_command(exp, 9, tmp_path / "faulted")
-    assert cmd[cmd.index("run") + 1 :][:5] == ["--run-dir", str(tmp_path / "faulted"), "--no-verify", "--json", "--workload"]
-    opts = parse(cmd[cmd.index("--workload") :])
-    assert opts == job_options(exp, 9, tmp_path / "faulted")
+    run_dir = tmp_path / "faulted"
+    describe(exp, 9, run_dir)
+    assert job_command(run_dir)[1:] == ["-m", "statebed_job", str(run_dir), "--json"]
+    opts = described(run_dir)
+    assert opts == job_options(exp, 9, run_dir)
     assert (opts.batches, opts.partitions, opts.rows_per_batch, opts.workers, opts.seed) == (4, 5, 50, 3, 9)
     assert opts.checkpoint == f"s3://statebed/{tmp_path.name}-faulted-9"
+    assert job_command(run_dir, resume=True)[-1] == "--resume"
 
 
 def test_the_load_command_is_an_ingest_run(tmp_path: Path) -> None:
-    cmd = load_job_command(LoadOptions(partitions=4, trigger_ms=250), None, 11, tmp_path)
-    assert cmd[cmd.index("--metrics-port") + 1] == "0"
-    opts = parse(cmd[cmd.index("--workload") :])
+    load_describe(LoadOptions(partitions=4, trigger_ms=250), None, 11, tmp_path)
+    cmd = load_job_command(tmp_path)
+    assert cmd[1:4] == ["-m", "statebed_job", str(tmp_path)] and cmd[cmd.index("--metrics-port") + 1] == "0"
+    opts = described(tmp_path)
     assert (opts.source, opts.landing, opts.stop_file) == ("ingest", str(tmp_path / "landing"), str(tmp_path / "load" / "stop"))
     assert (opts.partitions, opts.trigger_ms, opts.seed, opts.mode) == (4, 250, 11, "v2")
 

@@ -168,9 +168,8 @@ def test_failpoints_without_a_native_twin_do_not_apply_to_native() -> None:
 
 @pytest.mark.parametrize("fmt", ["native-v1", "native-v2"])
 def test_load_run_takes_the_native_formats(tmp_path: Path, fmt: str) -> None:
-    from statebed_load.run import LoadOptions, job_command
+    from statebed_load.run import LoadOptions, job_options
 
     args = build_parser().parse_args(["load", "run", "--format", fmt])
     assert args.format == fmt
-    cmd = job_command(LoadOptions(format=fmt), None, 7, tmp_path)
-    assert cmd[cmd.index("--format") + 1] == fmt
+    assert job_options(LoadOptions(format=fmt), None, 7, tmp_path).mode == fmt

@@ -19,13 +19,13 @@ from statebed_base.errors import UsageError
 
 from statebed_chaos.experiment import load_experiment
 from statebed_chaos.runner import ExperimentResult, run_experiment
+from statebed_job.runner import METRICS_PORT_ENV
 from statebed_load.prometheus import PROMETHEUS_HELP, prometheus_binary, prometheus_for_run, set_env
 
 from ..backend import add_backend_arg, baselines_cache, k8s_settings
 from ..common import fresh_output_dir, non_negative_int
 from . import chaos_matrix
 from .report import default_report
-from .run import METRICS_PORT_ENV
 
 # The hook for more `statebed chaos X` subcommands: each module's `add_parser(chaos_subparsers)`
 # registers one (`run` is this module's own).

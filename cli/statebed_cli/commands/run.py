@@ -15,7 +15,7 @@ from statebed_base.errors import UsageError
 
 from statebed_chaos.limits import MAX_DURATION_S
 from statebed_job.config import JobOptions
-from statebed_job.runner import run_job
+from statebed_job.runner import metrics_port_from_env, run_job
 from statebed_model.rundir import RunDir
 from statebed_model.workloads import WORKLOADS
 from statebed_store import S3Settings, failpoints
@@ -180,19 +180,6 @@ def _options(args: argparse.Namespace) -> JobOptions:
     return JobOptions(**given)
 
 
-METRICS_PORT_ENV = "STATEBED_METRICS_PORT"  # set by `chaos run --prometheus` for the drivers it starts
-
-
-def _metrics_port(args: argparse.Namespace) -> int | None:
-    """--metrics-port, else STATEBED_METRICS_PORT (a harness asking its drivers for /metrics)."""
-    env, given = os.environ.get(METRICS_PORT_ENV, ""), args.metrics_port
-    if given is not None or not env:
-        return None if given is None else int(given)
-    if not env.isdigit() or int(env) > 65535:
-        raise UsageError(f"{METRICS_PORT_ENV}={env!r}: expected a TCP port 0..65535")
-    return int(env)
-
-
 def run(args: argparse.Namespace) -> int:
     failpoints.check_known()  # every failpoint is registered by now (the job's at import): a typo is exit 2
     opts = _options(args)
@@ -200,7 +187,13 @@ def run(args: argparse.Namespace) -> int:
     if opts.checkpoint.startswith("s3://"):
         s3 = S3Settings.from_env(args.s3_endpoint, args.s3_access_key, args.s3_secret_key)
     summary = run_job(
-        args.run_dir, opts, resume=args.resume, master=args.master, s3=s3, progress=not args.json, metrics_port=_metrics_port(args)
+        args.run_dir,
+        opts,
+        resume=args.resume,
+        master=args.master,
+        s3=s3,
+        progress=not args.json,
+        metrics_port=metrics_port_from_env(args.metrics_port),
     )
     report = None
     if not args.no_verify:
