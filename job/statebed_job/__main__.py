@@ -19,7 +19,7 @@ from statebed_base.entry import escaped_output, guarded
 from statebed_base.log import setup_logging
 from statebed_base.netaddr import check_port
 
-from statebed_store import S3Settings, failpoints
+from statebed_store import failpoints
 
 from .runner import metrics_port_from_env, run_job
 
@@ -37,7 +37,7 @@ def _parser() -> argparse.ArgumentParser:
 def _run(args: argparse.Namespace) -> int:
     failpoints.check_known()  # every failpoint is registered by now (the job's at import): a typo is exit 2
     port = metrics_port_from_env(None if args.metrics_port is None else check_port(args.metrics_port, "--metrics-port"))
-    run = run_job(args.run_dir, None, resume=args.resume, master=args.master, s3=S3Settings.from_env(), progress=False, metrics_port=port)
+    run = run_job(args.run_dir, None, resume=args.resume, master=args.master, progress=False, metrics_port=port)
     if args.json:
         print(json.dumps(run.to_json(), indent=2))
     return 0

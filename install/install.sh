@@ -1,0 +1,213 @@
+#!/usr/bin/env bash
+# statebed: the ONE installer for the real storage stack.
+#
+#   install/install.sh [minio|toxiproxy|s3a|all]      (default: all)
+#
+# Builds/fetches, pinned by install/versions.env:
+#   minio      <cache>/bin/minio-<MINIO_VERSION>              go install github.com/minio/minio@<ver>
+#   toxiproxy  <cache>/bin/toxiproxy-server-<TOXIPROXY_VERSION> go install .../toxiproxy/v2/cmd/server@<ver>
+#   s3a        <cache>/jars/s3a-<hadoop>-sdk<sdk>-cloud<shc>/  mvn copy-dependencies of install/s3a/pom.xml
+# <cache> is ${STATEBED_CACHE:-$HOME/.cache/statebed}; Go module/build caches and the Maven
+# repository live under it too, so a rerun reuses downloads and never touches the repo.
+#
+# Idempotent: a component already present is only verified against its sha256 manifest
+# (<bin>.sha256, <jars>/SHA256SUMS) and its path printed; no network, no toolchain needed.
+# A changed file is an error (exit 1). A missing toolchain is one line and exit 2.
+# Quiet: one progress line per step on stderr; tool output goes to <cache>/logs/ (shown on
+# failure; STATEBED_VERBOSE=1 streams it). Stdout is exactly one line per component:
+#   minio /path   |   toxiproxy /path   |   s3a-jars /dir (N jars)
+set -euo pipefail
+
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+REPO="$(cd "$HERE/.." && pwd)"
+# shellcheck source=versions.env
+. "$HERE/versions.env"
+
+CACHE="${STATEBED_CACHE:-$HOME/.cache/statebed}"
+VERBOSE="${STATEBED_VERBOSE:-0}"
+BIN_DIR="$CACHE/bin"
+JARS_ROOT="$CACHE/jars"
+LOG_DIR="$CACHE/logs"
+
+MINIO_MODULE="github.com/minio/minio"
+TOXIPROXY_MODULE="github.com/Shopify/toxiproxy/v2"
+MINIO_BIN="$BIN_DIR/minio-$MINIO_VERSION"
+TOXIPROXY_BIN="$BIN_DIR/toxiproxy-server-$TOXIPROXY_VERSION"
+S3A_DIR="$JARS_ROOT/s3a-$HADOOP_AWS_VERSION-sdk$AWS_SDK_BUNDLE_VERSION-cloud$SPARK_HADOOP_CLOUD_VERSION"
+# The exact jar set the s3a pom must resolve to (every version is a pin in versions.env).
+S3A_EXPECTED=(
+  "hadoop-aws-$HADOOP_AWS_VERSION.jar"
+  "bundle-$AWS_SDK_BUNDLE_VERSION.jar"
+  "analyticsaccelerator-s3-$ANALYTICS_ACCELERATOR_VERSION.jar"
+  "wildfly-openssl-$WILDFLY_OPENSSL_VERSION.jar"
+  "spark-hadoop-cloud_$SCALA_BINARY_VERSION-$SPARK_HADOOP_CLOUD_VERSION.jar"
+)
+
+say() { printf 'install: %s\n' "$*" >&2; }
+die() { printf 'install: error: %s\n' "$*" >&2; exit 1; }
+
+usage() { echo "usage: install/install.sh [minio|toxiproxy|s3a|all]" >&2; exit 64; }
+case "${1:-all}" in
+  minio|toxiproxy|s3a) COMPONENTS=("${1:-all}") ;;
+  all) COMPONENTS=(minio toxiproxy s3a) ;;
+  -h|--help) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  *) usage ;;
+esac
+[ $# -le 1 ] || usage
+
+present() {  # is component $1 already installed (files exist; content is verified later)?
+  case "$1" in
+    minio) [ -x "$MINIO_BIN" ] ;;
+    toxiproxy) [ -x "$TOXIPROXY_BIN" ] ;;
+    s3a) [ -f "$S3A_DIR/SHA256SUMS" ] ;;
+  esac
+}
+
+# ---- toolchain check: before anything starts, only for what still has to be built ----------
+need=(sha256sum)
+for c in "${COMPONENTS[@]}"; do
+  present "$c" && continue
+  case "$c" in
+    minio|toxiproxy) need+=(go) ;;
+    s3a) need+=(mvn java) ;;
+  esac
+done
+missing=()
+for t in "${need[@]}"; do
+  command -v "$t" >/dev/null 2>&1 || case " ${missing[*]:-} " in *" $t "*) ;; *) missing+=("$t") ;; esac
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "install: missing toolchain: ${missing[*]} (not on PATH)" >&2
+  exit 2
+fi
+
+mkdir -p "$BIN_DIR" "$JARS_ROOT" "$LOG_DIR"
+# One installer at a time per cache.
+if command -v flock >/dev/null 2>&1; then
+  exec 9>"$CACHE/.install.lock"
+  flock -w 1800 9 || die "another install.sh holds $CACHE/.install.lock"
+fi
+
+STAGE=""
+cleanup() { [ -z "$STAGE" ] || rm -rf "$STAGE"; }
+trap cleanup EXIT
+
+run_logged() {  # run_logged <logfile> cmd...: quiet unless STATEBED_VERBOSE=1; tail on failure
+  local log="$1"; shift
+  if [ "$VERBOSE" = 1 ]; then
+    "$@" 2>&1 | tee "$log" >&2
+    return "${PIPESTATUS[0]}"
+  fi
+  if ! "$@" >"$log" 2>&1; then
+    tail -n 25 "$log" >&2
+    say "failed; full log: $log"
+    return 1
+  fi
+}
+
+verify_bin() {  # verify_bin <path>: compare with <path>.sha256 written at install time
+  local bin="$1"
+  [ -f "$bin.sha256" ] || die "$bin has no manifest $bin.sha256; delete the binary and rerun"
+  (cd "$(dirname "$bin")" && sha256sum --quiet -c "$(basename "$bin").sha256" >/dev/null 2>&1) \
+    || die "$bin does not match $bin.sha256 (changed since install); delete both and rerun"
+}
+
+go_env() {  # Go caches under the statebed cache; never switch toolchains behind our back
+  env GOPATH="$CACHE/go" GOMODCACHE="$CACHE/go/pkg/mod" GOCACHE="$CACHE/go/build-cache" \
+      GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS="${GOFLAGS:-} -modcacherw" "$@"
+}
+
+install_go_bin() {  # install_go_bin <name> <pkg@ver> <built-name> <dest>
+  local name="$1" pkgver="$2" built="$3" dest="$4"
+  if [ -x "$dest" ]; then
+    say "$name: present, verifying $dest"
+    verify_bin "$dest"
+    return
+  fi
+  say "$name: building $pkgver (go $(go env GOVERSION), CGO_ENABLED=0, -trimpath)"
+  STAGE="$(mktemp -d "$BIN_DIR/.stage-$name.XXXXXX")"
+  run_logged "$LOG_DIR/$name-build.log" \
+    go_env GOBIN="$STAGE" go install -trimpath -ldflags='-s -w' "$pkgver"
+  [ -x "$STAGE/$built" ] || die "$name: go install produced no $built in $STAGE"
+  mv "$STAGE/$built" "$dest"
+  (cd "$BIN_DIR" && sha256sum "$(basename "$dest")" >"$(basename "$dest").sha256")
+  rm -rf "$STAGE"; STAGE=""
+}
+
+pyspark_jars_dir() {
+  local d
+  for d in "${PYSPARK_JARS:-}" "$REPO"/.venv/lib/python3*/site-packages/pyspark/jars; do
+    [ -n "$d" ] && [ -d "$d" ] && { echo "$d"; return; }
+  done
+}
+
+verify_jars() {  # verify_jars <dir>: SHA256SUMS matches and lists exactly the jars present
+  local dir="$1" listed present bad
+  if ! bad="$(cd "$dir" && sha256sum --quiet -c SHA256SUMS 2>/dev/null)"; then
+    die "$dir: does not match SHA256SUMS (${bad//$'\n'/; }); delete the directory and rerun"
+  fi
+  listed="$(awk '{sub(/^\*/, "", $2); print $2}' "$dir/SHA256SUMS" | sort)"
+  present="$(cd "$dir" && ls -1 -- *.jar 2>/dev/null | sort)"
+  [ "$listed" = "$present" ] \
+    || die "$dir: jar files differ from SHA256SUMS (extra or missing jar); delete the directory and rerun"
+}
+
+install_s3a() {
+  if [ -f "$S3A_DIR/SHA256SUMS" ]; then
+    say "s3a: present, verifying $S3A_DIR/SHA256SUMS"
+    verify_jars "$S3A_DIR"
+    return
+  fi
+  [ ! -e "$S3A_DIR" ] || die "$S3A_DIR exists without SHA256SUMS (interrupted?); delete it and rerun"
+  say "s3a: resolving hadoop-aws $HADOOP_AWS_VERSION + awssdk bundle $AWS_SDK_BUNDLE_VERSION + spark-hadoop-cloud $SPARK_HADOOP_CLOUD_VERSION (Maven)"
+  STAGE="$(mktemp -d "$JARS_ROOT/.stage-s3a.XXXXXX")"
+  run_logged "$LOG_DIR/s3a-mvn.log" \
+    mvn -B -q -f "$HERE/s3a/pom.xml" \
+      -Dmaven.repo.local="$CACHE/m2" \
+      -Dhadoop.aws.version="$HADOOP_AWS_VERSION" \
+      -Daws.sdk.bundle.version="$AWS_SDK_BUNDLE_VERSION" \
+      -Dspark.hadoop.cloud.version="$SPARK_HADOOP_CLOUD_VERSION" \
+      -Dscala.binary.version="$SCALA_BINARY_VERSION" \
+      "org.apache.maven.plugins:maven-dependency-plugin:$MAVEN_DEPENDENCY_PLUGIN_VERSION:copy-dependencies" \
+      -DincludeScope=runtime -DoutputDirectory="$STAGE"
+
+  # The resolved set must be exactly the pinned one (catches a pin that drifted from hadoop-aws's pom).
+  local got want
+  got="$(cd "$STAGE" && ls -1 -- *.jar | sort)"
+  want="$(printf '%s\n' "${S3A_EXPECTED[@]}" | sort)"
+  [ "$got" = "$want" ] || die "s3a: resolved jars differ from versions.env pins:
+$(diff <(echo "$want") <(echo "$got") | sed -n 's/^[<>]/  &/p')"
+
+  # No jar pyspark already ships (same artifact name, any version).
+  local pj j base dup=""
+  pj="$(pyspark_jars_dir || true)"
+  if [ -n "$pj" ]; then
+    for j in "$STAGE"/*.jar; do
+      base="$(basename "$j" .jar)"; base="${base%-*}"   # strip -<version>
+      if compgen -G "$pj/$base-[0-9]*.jar" >/dev/null; then dup+=" $(basename "$j")"; fi
+    done
+    [ -z "$dup" ] || die "s3a: would duplicate jars pyspark already ships ($pj):$dup"
+  else
+    say "s3a: pyspark/jars not found (set PYSPARK_JARS); duplicate check skipped"
+  fi
+
+  (cd "$STAGE" && sha256sum -- *.jar >SHA256SUMS)
+  chmod 755 "$STAGE"
+  mv "$STAGE" "$S3A_DIR"; STAGE=""
+}
+
+for c in "${COMPONENTS[@]}"; do
+  case "$c" in
+    minio) install_go_bin minio "$MINIO_MODULE@$MINIO_VERSION" minio "$MINIO_BIN" ;;
+    toxiproxy) install_go_bin toxiproxy "$TOXIPROXY_MODULE/cmd/server@$TOXIPROXY_VERSION" server "$TOXIPROXY_BIN" ;;
+    s3a) install_s3a ;;
+  esac
+done
+
+for c in "${COMPONENTS[@]}"; do
+  case "$c" in
+    minio) echo "minio $MINIO_BIN" ;;
+    toxiproxy) echo "toxiproxy $TOXIPROXY_BIN" ;;
+    s3a) echo "s3a-jars $S3A_DIR ($(awk 'END{print NR}' "$S3A_DIR/SHA256SUMS") jars)" ;;
+  esac
+done
