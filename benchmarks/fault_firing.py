@@ -29,10 +29,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import benchlib
+from statebed_base.processes import run_to_end
 
 from statebed_chaos.faults import KINDS
 from statebed_chaos.matrix_presets import PRESETS, plan_cells
-from statebed_job.procs import run_to_end
 
 GOAL = 0.9
 

@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import benchlib
 
 from statebed_chaos.experiment import parse_experiment
-from statebed_load.run import LoadOptions, run_load
+from statebed_load.load_run import LoadOptions, run_load
 
 NAME = "load_knee"
 KNEE_FACTOR = 3.0

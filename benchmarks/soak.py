@@ -36,8 +36,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import benchlib
+from statebed_base.processes import run_to_end
 
-from statebed_job.procs import run_to_end
 from statebed_model.rundir import RunDir
 from statebed_store.naming import COMMITS_DIR, SST_DIR
 

@@ -112,13 +112,18 @@ verify_bin() {  # verify_bin <path>: compare with <path>.sha256 written at insta
     || die "$bin does not match $bin.sha256 (changed since install); delete both and rerun"
 }
 
-go_env() {  # Go caches under the statebed cache; never switch toolchains behind our back
-  env GOPATH="$CACHE/go" GOMODCACHE="$CACHE/go/pkg/mod" GOCACHE="$CACHE/go/build-cache" \
+go_env() {  # Go caches under the statebed cache; never switch toolchains behind our back.
+  # The module cache is tried first as a file:// proxy, so a rebuild of a downloaded pin is
+  # offline (a plain `go install pkg@v` would still ask the network about candidate module paths).
+  local modcache="$CACHE/go/pkg/mod" upstream
+  upstream="$(go env GOPROXY)"
+  env GOPATH="$CACHE/go" GOMODCACHE="$modcache" GOCACHE="$CACHE/go/build-cache" \
+      GOPROXY="file://$modcache/cache/download,$upstream" \
       GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS="${GOFLAGS:-} -modcacherw" "$@"
 }
 
-install_go_bin() {  # install_go_bin <name> <pkg@ver> <built-name> <dest>
-  local name="$1" pkgver="$2" built="$3" dest="$4"
+install_go_bin() {  # install_go_bin <name> <pkg@ver> <built-name> <dest> [extra -ldflags]
+  local name="$1" pkgver="$2" built="$3" dest="$4" ldx="${5:-}"
   if [ -x "$dest" ]; then
     say "$name: present, verifying $dest"
     verify_bin "$dest"
@@ -127,7 +132,7 @@ install_go_bin() {  # install_go_bin <name> <pkg@ver> <built-name> <dest>
   say "$name: building $pkgver (go $(go env GOVERSION), CGO_ENABLED=0, -trimpath)"
   STAGE="$(mktemp -d "$BIN_DIR/.stage-$name.XXXXXX")"
   run_logged "$LOG_DIR/$name-build.log" \
-    go_env GOBIN="$STAGE" go install -trimpath -ldflags='-s -w' "$pkgver"
+    go_env GOBIN="$STAGE" go install -trimpath -ldflags="-s -w${ldx:+ $ldx}" "$pkgver"
   [ -x "$STAGE/$built" ] || die "$name: go install produced no $built in $STAGE"
   mv "$STAGE/$built" "$dest"
   (cd "$BIN_DIR" && sha256sum "$(basename "$dest")" >"$(basename "$dest").sha256")
@@ -199,7 +204,8 @@ $(diff <(echo "$want") <(echo "$got") | sed -n 's/^[<>]/  &/p')"
 for c in "${COMPONENTS[@]}"; do
   case "$c" in
     minio) install_go_bin minio "$MINIO_MODULE@$MINIO_VERSION" minio "$MINIO_BIN" ;;
-    toxiproxy) install_go_bin toxiproxy "$TOXIPROXY_MODULE/cmd/server@$TOXIPROXY_VERSION" server "$TOXIPROXY_BIN" ;;
+    toxiproxy) install_go_bin toxiproxy "$TOXIPROXY_MODULE/cmd/server@$TOXIPROXY_VERSION" server "$TOXIPROXY_BIN" \
+                 "-X $TOXIPROXY_MODULE.Version=${TOXIPROXY_VERSION#v}" ;;
     s3a) install_s3a ;;
   esac
 done

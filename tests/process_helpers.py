@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from statebed_job.procs import ProcessIdentity
+from statebed_base.processes import ProcessIdentity
 
 
 def assert_no_process_left(out: Path, at_least: int = 1) -> None:

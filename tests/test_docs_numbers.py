@@ -11,7 +11,7 @@ from types import ModuleType
 
 from statebed_chaos.baseline import baseline_key
 from statebed_chaos.matrix_presets import PRESETS, plan_cells
-from statebed_load.run import LoadOptions
+from statebed_load.load_run import LoadOptions
 
 ROOT = Path(__file__).resolve().parents[1]
 CHAOS_DOC = (ROOT / "docs" / "chaos.md").read_text()  # the matrix's reference page (moved from the README)

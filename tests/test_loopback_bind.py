@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from statebed_base.errors import UsageError
 
-from statebed_job.metrics import DriverMetrics
+from statebed_job.driver_metrics import DriverMetrics
 
 PY = sys.executable
 STATEBED = str(Path(PY).parent / "statebed")
@@ -70,7 +70,7 @@ def test_ingest_service_public_binds_beyond_loopback_with_one_warning(tmp_path: 
         """
         import json, sys, urllib.request
         from pathlib import Path
-        from statebed_load.procs import start_ingest
+        from statebed_load.managed import start_ingest
         work = Path(sys.argv[1])
         proc, url = start_ingest(str(work / "landing"), work, extra=["--host", "0.0.0.0", "--public"])
         try:

@@ -18,8 +18,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from statebed_base.processes import ProcessIdentity, spawn, stop_all, track
+
 from statebed_job.cluster import StandaloneCluster
-from statebed_job.procs import ProcessIdentity, spawn, stop_all, track
 
 from .targets.local import LocalTargets
 

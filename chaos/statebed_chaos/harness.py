@@ -1,5 +1,5 @@
 """The harness: one statebed job under a nemesis, judged. Used by `statebed chaos run`
-(`runner.py`: baseline, faulted run, verdict) and `statebed load run` (`statebed_load.run`:
+(`experiment_runner.py`: baseline, faulted run, verdict) and `statebed load run` (`statebed_load.load_run`:
 the same job fed by the ingest service under Locust).
 
 It owns what both need: the storage (local, or SeaweedFS behind the fault proxy for this run
@@ -26,9 +26,9 @@ from pathlib import Path
 from typing import Any, cast
 
 from statebed_base.errors import StatebedError
+from statebed_base.processes import ProcessIdentity, stop_all, track
 
 from statebed_job.config import ClusterKind, JobOptions
-from statebed_job.procs import ProcessIdentity, stop_all, track
 from statebed_job.runner import describe_run
 from statebed_model.experimentdir import ExperimentDir
 from statebed_model.rundir import RunDir

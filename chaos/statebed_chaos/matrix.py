@@ -34,9 +34,9 @@ from statebed_verify.result import is_store_anomaly
 from .baseline import baseline_key
 from .baseline_cache import Baselines
 from .experiment import Experiment, load_experiment
+from .experiment_runner import ExperimentResult, run_experiment
 from .matrix_presets import FORMATS, NONDETERMINISTIC, Cell, Skipped
 from .observed import observed_counts
-from .runner import ExperimentResult, run_experiment
 
 __all__ = ["CellRun", "MatrixResult", "RunCell", "fault_caused", "run_experiment_cell", "run_matrix"]
 

@@ -5,7 +5,7 @@ host; a standalone worker per loopback address (127.0.0.2, 127.0.0.3, ...) gives
 executor a host of its own, so speculation works and executors are real JVM processes a
 chaos controller can SIGKILL or SIGSTOP. State lives in `<dir>/cluster.json`: the master
 URL and every PID with its start time and command line. Processes are stopped by those
-PIDs only, never by name, and only while their identity still matches (`procs`). A daemon
+PIDs only, never by name, and only while their identity still matches (`statebed_base.processes`). A daemon
 whose start time or command line the file does not record (`null`, missing: `up` was
 killed before it could pin the JVM) is not provably ours: `down` refuses it, naming the field.
 """
@@ -25,9 +25,9 @@ from statebed_base.errors import CorruptFileError, RunFailedError, UsageError
 from statebed_base.jsonsafe import loads_strict
 from statebed_base.localfs import atomic_write
 from statebed_base.log import get_logger, kv
+from statebed_base.processes import Child, ProcessIdentity, children, identify, spawn, stop_all, stop_children
 
 from .jvm_startup import java_options
-from .procs import Child, ProcessIdentity, children, identify, spawn, stop_all, stop_children
 
 __all__ = ["ClusterState", "StandaloneCluster", "Stopped", "spark_home"]
 

@@ -27,11 +27,11 @@ import tempfile
 from pathlib import Path
 
 from statebed_base.localfs import move_durably
+from statebed_base.processes import run_to_end
 
 from statebed_store.formats import NATIVE_V2, V2, Format
 
 from .jvm_plugin import BUILD
-from .procs import run_to_end
 
 __all__ = ["CDS_ENV", "OPTS_ENV", "archive_path", "build_archives", "java_options"]
 

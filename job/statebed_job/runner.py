@@ -287,7 +287,7 @@ def _start_metrics(run: RunDir, port: int | None) -> Any:
     """The driver's /metrics on loopback (port 0: any free one), its URL in `<run>/driver-metrics.json`."""
     if port is None:
         return None
-    from .metrics import DriverMetrics
+    from .driver_metrics import DriverMetrics
     from .session import failpoint_control
 
     m = DriverMetrics(port, failpoint_control(run))

@@ -1,6 +1,6 @@
 """A real Prometheus behind a load or chaos run (`--prometheus`): what a dashboard reads.
 
-Debian's `prometheus` server, started and stopped by PID (`statebed_job.procs.spawn`), on
+Debian's `prometheus` server, started and stopped by PID (`statebed_base.processes.spawn`), on
 127.0.0.1 only, scraping every 1 s; its TSDB stays in the run directory (`prometheus/data`),
 so a later `serve_tsdb` (a report, a local Grafana, the dashboard tests) reads the run back.
 
@@ -42,8 +42,8 @@ from prometheus_client.registry import Collector
 from statebed_base.errors import RunFailedError, UsageError
 from statebed_base.localfs import atomic_write
 from statebed_base.netaddr import answers, free_port
+from statebed_base.processes import Child, spawn
 
-from statebed_job.procs import Child, spawn
 from statebed_model.experimentdir import ExperimentDir
 
 __all__ = [

@@ -30,8 +30,8 @@ from . import html as h
 from .checkpoint_size import kept_per_batch, size_figure
 from .lineage_graph import default_partition, lineage_figure, partition_nodes, uploaded_by
 from .load_section import find_series, load_figure, read_series
-from .metrics import latency_rows, throughput_figure
 from .records import ExperimentRecords, RunRecords
+from .throughput import latency_rows, throughput_figure
 from .timeline import describe, fault_windows, rows_height, start_of, timeline_figure
 
 __all__ = ["RunView", "render_run", "view_of_experiment", "view_of_run"]

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from statebed_base import proc
+from statebed_base import procfs
 from statebed_base.errors import CheckpointLockedError, NotRegularFileError, StatebedError, StorageUnavailableError
 from statebed_base.jsonsafe import loads_strict
 
@@ -53,7 +53,7 @@ class Holder:
 
     @classmethod
     def me(cls, purpose: str) -> Holder:
-        st = proc.stat(os.getpid())
+        st = procfs.stat(os.getpid())
         return cls(
             os.getpid(), None if st is None else st[2], socket.gethostname(), purpose, time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         )
@@ -76,7 +76,7 @@ class Holder:
 
     def running(self) -> bool:
         """This host's process `pid` is still the recorded one (same start time)."""
-        st = proc.stat(self.pid)
+        st = procfs.stat(self.pid)
         return self.host == socket.gethostname() and st is not None and st[0] not in ("Z", "X") and st[2] == self.start_time
 
 

@@ -15,8 +15,8 @@ from process_helpers import assert_no_process_left, interrupt_when
 from shared_runs import SharedRun
 
 from statebed_chaos.experiment import parse_experiment
+from statebed_chaos.experiment_runner import run_experiment
 from statebed_chaos.matrix_presets import PRESETS, plan_cells
-from statebed_chaos.runner import run_experiment
 
 pytestmark = pytest.mark.slow
 

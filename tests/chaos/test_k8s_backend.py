@@ -10,9 +10,8 @@ from pathlib import Path
 import pytest
 from statebed_base.errors import UsageError
 
-from statebed_chaos.experiment import load_experiment
+from statebed_chaos.experiment_runner import job_command
 from statebed_chaos.k8s_backend import _REQUIRED, K8sSettings
-from statebed_chaos.runner import job_command
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "experiments" / "kill-executor-count-v2.yaml"

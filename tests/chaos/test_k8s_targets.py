@@ -197,7 +197,7 @@ def test_a_reused_pid_is_refused_and_pid_1_is_never_signalled(pool: FakePool) ->
         targets.pause(ex)
     import dataclasses
 
-    from statebed_job.procs import ProcessIdentity
+    from statebed_base.processes import ProcessIdentity
 
     tini = dataclasses.replace(ex, identity=ProcessIdentity(1, 100))
     calls = len(fake.calls)

@@ -18,11 +18,11 @@ from typing import Any
 
 import pytest
 from statebed_base.errors import UsageError
+from statebed_base.processes import ProcessIdentity
 
 from statebed_chaos.faults import Fault, FaultContext, FaultSpec, NotApplicable, Trigger, fault_class
-from statebed_chaos.faults.processes import add_term, choose_executor, held_in_plugin, remove_term
+from statebed_chaos.faults.process_faults import add_term, choose_executor, held_in_plugin, remove_term
 from statebed_chaos.targets import KINDS, LocalTargets, Target, Targets
-from statebed_job.procs import ProcessIdentity
 from statebed_model.eventlog import read_event_log
 from statebed_model.rundir import RunDir
 from statebed_store.failpoint_control import Control

@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 from statebed_base.errors import UsageError
+from statebed_base.processes import identify
 
 from statebed_chaos.faults import FaultContext, FaultSpec, Trigger, fault_class
 from statebed_chaos.targets import IdentityMismatch, LocalTargets
-from statebed_job.procs import identify
 from statebed_model.attempts import write_end, write_start
 from statebed_model.rundir import RunDir
 from statebed_store.failpoint_control import Control

@@ -12,10 +12,10 @@ import time
 from pathlib import Path
 
 import pytest
+from statebed_base.processes import ProcessIdentity, identify_started
 
 from statebed_chaos.driver_process import DriverProcess
 from statebed_chaos.targets import IdentityMismatch, LocalTargets, Target
-from statebed_job.procs import ProcessIdentity, identify_started
 
 
 def forged_registry(run: Path, entry: dict[str, object]) -> None:

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from checkpoint_helpers import run_cli, tree_hash
 from statebed_base.errors import CheckpointLockedError
-from statebed_base.proc import stat
+from statebed_base.procfs import stat
 
 from statebed_store import failpoints
 from statebed_store.checkpoint_lock import LOCK_NAME, Holder, lock_checkpoint

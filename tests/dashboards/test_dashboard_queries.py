@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 import yaml
 from process_helpers import assert_no_process_left
+from statebed_base.processes import ProcessIdentity
 
-from statebed_job.procs import ProcessIdentity
 from statebed_load.prometheus import query, query_range, serve_tsdb
 from statebed_verify.history import read_history
 

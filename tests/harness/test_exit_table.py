@@ -16,7 +16,7 @@ from checkpoint_helpers import run_cli
 from statebed_chaos.driver_process import DriverExit
 from statebed_chaos.experiment import parse_experiment
 from statebed_chaos.harness import ExperimentResult, judge, make_nemesis
-from statebed_load.run import LoadResult
+from statebed_load.load_run import LoadResult
 from statebed_store.failpoint_control import Control
 from statebed_verify import EXIT_CODES, Verdict
 from statebed_verify.history import History

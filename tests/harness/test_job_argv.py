@@ -17,9 +17,9 @@ from statebed_chaos.harness import describe, job_command, job_options
 from statebed_cli.commands.run import _options
 from statebed_cli.main import build_parser
 from statebed_job.config import JobOptions
-from statebed_load.run import LoadOptions
-from statebed_load.run import describe as load_describe
-from statebed_load.run import job_command as load_job_command
+from statebed_load.load_run import LoadOptions
+from statebed_load.load_run import describe as load_describe
+from statebed_load.load_run import job_command as load_job_command
 from statebed_model.rundir import RunDir, RunInfo
 from statebed_report.records import read_run
 from statebed_report.run_report import view_of_run

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from statebed_job.driver import BatchOutcome
-from statebed_job.metrics import DriverMetrics
+from statebed_job.driver_metrics import DriverMetrics
 from statebed_store.failpoint_control import Control
 
 

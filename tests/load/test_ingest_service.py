@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from s3server import ACCESS_KEY, SECRET_KEY, S3Server
 
-from statebed_load.procs import Managed, start_ingest
+from statebed_load.managed import Managed, start_ingest
 from statebed_model.sources import IngestSource
 from statebed_store import S3Settings, open_storage
 

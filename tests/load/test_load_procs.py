@@ -5,7 +5,7 @@ from __future__ import annotations
 import signal
 from pathlib import Path
 
-from statebed_load.procs import Managed
+from statebed_load.managed import Managed
 
 
 def test_managed_pins_the_command_line_and_stops_by_it(tmp_path: Path) -> None:

@@ -9,7 +9,7 @@ import pytest
 from process_helpers import assert_no_process_left
 
 from statebed_chaos.experiment import parse_experiment
-from statebed_load.run import LoadOptions, LoadResult, run_load
+from statebed_load.load_run import LoadOptions, LoadResult, run_load
 
 pytestmark = pytest.mark.slow
 

@@ -168,7 +168,7 @@ def test_failpoints_without_a_native_twin_do_not_apply_to_native() -> None:
 
 @pytest.mark.parametrize("fmt", ["native-v1", "native-v2"])
 def test_load_run_takes_the_native_formats(tmp_path: Path, fmt: str) -> None:
-    from statebed_load.run import LoadOptions, job_options
+    from statebed_load.load_run import LoadOptions, job_options
 
     args = build_parser().parse_args(["load", "run", "--format", fmt])
     assert args.format == fmt

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from statebed_chaos.experiment_runner import run_experiment
 from statebed_chaos.matrix_presets import PRESETS, plan_cells
-from statebed_chaos.runner import run_experiment
 
 
 @pytest.mark.e2e

@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 
 from statebed_chaos.experiment import load_experiment
+from statebed_chaos.experiment_runner import run_experiment
 from statebed_chaos.faults import FaultContext, FaultSpec, NotApplicable, Trigger, fault_class
 from statebed_chaos.faults.zombie_native import COMMIT_MARK, SNAPSHOT_ZOMBIE, ZOMBIE
-from statebed_chaos.runner import run_experiment
 from statebed_chaos.targets import LocalTargets
 from statebed_model.rundir import RunDir
 from statebed_store.failpoint_control import Control

@@ -19,10 +19,10 @@ from statebed_base.errors import UsageError
 from test_native_zombie import context, record
 
 from statebed_chaos.experiment import load_experiment
+from statebed_chaos.experiment_runner import run_experiment
 from statebed_chaos.faults import FaultContext, FaultSpec, NotApplicable, Trigger, fault_class
 from statebed_chaos.faults.zombie_native import COMMIT_MARK, SNAPSHOT_ZOMBIE, ZOMBIE
 from statebed_chaos.faults.zombie_replan import LAND, SNAPSHOT_UPLOAD, STOP, parked_file
-from statebed_chaos.runner import run_experiment
 
 EXAMPLES = Path(__file__).parents[2] / "examples" / "experiments"
 TASK = {"batch": 2, "partition": 0, "attempt": 0}

@@ -1,4 +1,4 @@
-"""One owner of child-process spawn and stop: `statebed_job.procs` (`spawn`, `Child.stop`,
+"""One owner of child-process spawn and stop: `statebed_base.processes` (`spawn`, `Child.stop`,
 `stop_children`, `stop_all`). Every other module starts its processes through it, so each
 child is pinned (start time and command line) the same way and stopped the same way."""
 
@@ -10,13 +10,12 @@ import sys
 import time
 from pathlib import Path
 
+from statebed_base.processes import spawn, stop_children
 from test_layering import PACKAGES as _LAYERS
-
-from statebed_job.procs import spawn, stop_children
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = list(_LAYERS.values())  # every package, as the layering test lists them
-OWNER = "job/statebed_job/procs.py"
+OWNER = "base/statebed_base/processes.py"
 STUBBORN = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('ready', flush=True); time.sleep(600)"
 
 

@@ -311,7 +311,7 @@ def test_the_run_directory_keeps_every_pass(tmp_path: Path) -> None:
 def test_each_pass_reaches_the_driver_metrics(tmp_path: Path) -> None:
     import urllib.request
 
-    from statebed_job.metrics import DriverMetrics
+    from statebed_job.driver_metrics import DriverMetrics
 
     metrics = DriverMetrics(0, tmp_path / "failpoints" / "control.json")
     try:

@@ -16,7 +16,7 @@ sys.path.insert(0, str(Path(__file__).parents[1] / "job"))
 from spark_runs import statebed, summary
 
 from statebed_chaos.experiment import load_experiment, parse_experiment
-from statebed_chaos.runner import run_experiment
+from statebed_chaos.experiment_runner import run_experiment
 from statebed_model.rundir import RunDir
 from statebed_store import open_storage
 from statebed_store.naming import parse_state_file

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from .lineage import KINDS, LineageReport, verify_lineage
 from .result import EXIT_CODES, Anomaly, CheckCrashed, Composite, Report, Verdict, check_safe, compose, merge_verdicts
-from .run import summarise, verify_run
+from .run_checks import summarise, verify_run
 from .state import StateReport, verify_state
 
 __all__ = [

@@ -34,7 +34,7 @@ from statebed_model.eventlog import TaskAttempt
 
 from .base import Evidence, FaultContext
 from .failpoint_fault import filter_text
-from .processes import add_term, event_log_or_none, remove_term, task_is
+from .process_faults import add_term, event_log_or_none, remove_term, task_is
 
 __all__ = ["HOLD_POINT", "POINT", "NativeCleanupRace", "alive", "attempt_json"]
 

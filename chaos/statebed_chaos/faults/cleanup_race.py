@@ -40,7 +40,7 @@ from statebed_store.formats import PLUGIN_FORMATS, STATEBED_FORMATS, get_format
 from .base import Evidence, Fault, FaultContext, FaultSpec
 from .cleanup_native import NativeCleanupRace, alive, attempt_json
 from .failpoint_fault import positive
-from .processes import event_log_or_none
+from .process_faults import event_log_or_none
 
 __all__ = ["FAULT", "CleanupRace"]
 

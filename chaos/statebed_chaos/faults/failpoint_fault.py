@@ -15,7 +15,7 @@ from statebed_job import jvm_plugin  # noqa: F401  (registers the plug-in's nati
 from statebed_store.formats import STATEBED_FORMATS, get_format
 
 from .base import Evidence, Fault, FaultContext, FaultSpec, NotApplicable
-from .processes import add_term, remove_term, task_is
+from .process_faults import add_term, remove_term, task_is
 
 __all__ = ["FailpointFault", "attempt0_filter", "filter_text", "matching", "positive", "term_target"]
 

@@ -13,7 +13,7 @@ import signal
 from typing import Any, ClassVar
 
 from .base import Evidence, Fault, FaultContext
-from .processes import choose_executor, signal_tree, signalled_and_logged, tree_of
+from .process_faults import choose_executor, signal_tree, signalled_and_logged, tree_of
 
 __all__ = ["FAULT", "KillExecutor"]
 

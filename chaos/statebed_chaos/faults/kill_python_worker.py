@@ -23,7 +23,7 @@ from statebed_model.attempts import read_attempts
 from statebed_store.formats import STATEBED_FORMATS
 
 from .base import Evidence, Fault, FaultContext, FaultSpec
-from .processes import NoTarget, add_term, brief, event_log_or_none, injection, remove_term, running_attempts
+from .process_faults import NoTarget, add_term, brief, event_log_or_none, injection, remove_term, running_attempts
 
 __all__ = ["FAULT", "KillPythonWorker"]
 

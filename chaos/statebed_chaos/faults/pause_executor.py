@@ -28,7 +28,7 @@ from typing import Any, ClassVar
 
 from ..targets import Target
 from .base import Evidence, Fault, FaultContext, FaultSpec
-from .processes import choose_executor, resume_all, signal_tree, signalled_and_logged, tree_of
+from .process_faults import choose_executor, resume_all, signal_tree, signalled_and_logged, tree_of
 
 __all__ = ["FAULT", "PauseExecutor"]
 

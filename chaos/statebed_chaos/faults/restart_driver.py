@@ -24,7 +24,7 @@ from statebed_store.formats import get_format
 from statebed_verify.history import Op
 
 from .base import Evidence, Fault, FaultContext, FaultSpec, NotApplicable
-from .processes import NoTarget, add_term, injection, remove_term, signal_tree, task_is
+from .process_faults import NoTarget, add_term, injection, remove_term, signal_tree, task_is
 
 __all__ = ["FAULT", "RestartDriver", "kill_driver", "restarted"]
 

@@ -33,7 +33,7 @@ from statebed_store.naming import COMMITS_DIR
 
 from .base import Evidence, Fault, FaultContext, FaultSpec, NotApplicable
 from .failpoint_fault import matching, positive
-from .processes import add_term, injection, remove_term
+from .process_faults import add_term, injection, remove_term
 from .restart_driver import kill_driver, restarted
 
 __all__ = ["FAULT", "RewindReprocess"]

@@ -28,7 +28,7 @@ from statebed_store.formats import PLUGIN_FORMATS, STATEBED_FORMATS, V2, get_for
 
 from .base import Evidence, Fault, FaultContext, FaultSpec, NotApplicable
 from .failpoint_fault import attempt0_filter, filter_text
-from .processes import add_term, event_log_or_none, remove_term, task_is
+from .process_faults import add_term, event_log_or_none, remove_term, task_is
 
 __all__ = ["FAULT", "SlowAttempt"]
 

@@ -40,7 +40,7 @@ from statebed_model.eventlog import EventLog
 
 from .base import Evidence, FaultContext, NotApplicable
 from .failpoint_fault import attempt0_filter, filter_text, matching
-from .processes import add_term, event_log_or_none, remove_term, task_is
+from .process_faults import add_term, event_log_or_none, remove_term, task_is
 
 __all__ = ["COMMIT_MARK", "SNAPSHOT_ZOMBIE", "ZOMBIE", "NativeZombie"]
 

@@ -56,7 +56,7 @@ from statebed_verify.history import Outcome
 
 from .base import Evidence, FaultContext, FaultSpec
 from .failpoint_fault import filter_text, matching
-from .processes import injection, task_is
+from .process_faults import injection, task_is
 from .restart_driver import kill_driver, restarted
 from .zombie_native import COMMIT_MARK, NativeZombie
 

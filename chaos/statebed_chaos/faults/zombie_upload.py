@@ -75,7 +75,7 @@ from statebed_store.formats import PLUGIN_FORMATS, STATEBED_FORMATS, get_format
 
 from .base import Evidence, Fault, FaultContext, FaultSpec, NotApplicable
 from .failpoint_fault import filter_text, matching, positive, term_target
-from .processes import add_term, event_log_or_none, remove_term
+from .process_faults import add_term, event_log_or_none, remove_term
 from .zombie_native import NativeZombie
 from .zombie_replan import ReplanZombie
 

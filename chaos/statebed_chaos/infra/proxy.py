@@ -10,8 +10,7 @@ from pathlib import Path
 
 from statebed_base.errors import UsageError
 from statebed_base.netaddr import answers, free_port
-
-from statebed_job.procs import Child, spawn
+from statebed_base.processes import Child, spawn
 
 STOP_S = 10.0
 

@@ -25,8 +25,7 @@ from pathlib import Path
 from minio import Minio
 from statebed_base.localfs import atomic_write
 from statebed_base.netaddr import free_ports
-
-from statebed_job.procs import Child, spawn
+from statebed_base.processes import Child, spawn
 
 __all__ = [
     "ACCESS_KEY", "IN_USE", "READY_BUCKET", "SECRET_KEY", "START_ATTEMPTS", "S3Server", "WeedPorts",

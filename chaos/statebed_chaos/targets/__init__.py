@@ -1,6 +1,6 @@
 """The processes of a run (driver, executors, Python workers, S3 server, proxy) as fault targets."""
 
-from statebed_job.procs import IdentityMismatch
+from statebed_base.processes import IdentityMismatch
 
 from .base import KINDS, Target, Targets
 from .local import LocalTargets

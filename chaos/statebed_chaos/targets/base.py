@@ -15,7 +15,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any
 
-from statebed_job.procs import ProcessIdentity
+from statebed_base.processes import ProcessIdentity
 
 __all__ = ["KINDS", "Target", "Targets"]
 

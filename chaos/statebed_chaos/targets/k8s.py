@@ -25,8 +25,7 @@ from typing import Any
 from kubernetes.client import CoreV1Api, V1DeleteOptions, V1Preconditions
 from kubernetes.client.exceptions import ApiException
 from statebed_base.errors import StatebedError
-
-from statebed_job.procs import IdentityMismatch, ProcessIdentity
+from statebed_base.processes import IdentityMismatch, ProcessIdentity
 
 from .base import KINDS, Target, Targets
 

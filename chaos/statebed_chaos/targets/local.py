@@ -22,9 +22,9 @@ from typing import Any
 from statebed_base.errors import CorruptFileError, UsageError
 from statebed_base.jsonsafe import loads_strict
 from statebed_base.localfs import atomic_write
+from statebed_base.processes import ProcessIdentity, children, identify, identify_started, send_signal
 
 from statebed_job.cluster import StandaloneCluster
-from statebed_job.procs import ProcessIdentity, children, identify, identify_started, send_signal
 
 from .base import KINDS, Target, Targets
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from statebed_base.errors import UsageError
 
 from statebed_chaos.experiment import load_experiment
-from statebed_chaos.runner import ExperimentResult, run_experiment
+from statebed_chaos.experiment_runner import ExperimentResult, run_experiment
 from statebed_job.runner import METRICS_PORT_ENV
 from statebed_load.prometheus import PROMETHEUS_HELP, prometheus_binary, prometheus_for_run, set_env
 

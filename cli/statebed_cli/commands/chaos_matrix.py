@@ -19,10 +19,10 @@ from statebed_base.errors import UsageError
 
 from statebed_chaos.baseline_cache import Baselines
 from statebed_chaos.experiment import Experiment
+from statebed_chaos.experiment_runner import ExperimentResult, run_experiment
 from statebed_chaos.k8s_backend import K8sSettings
 from statebed_chaos.matrix import MatrixResult, RunCell, render_table, render_verdict, run_experiment_cell, run_matrix
 from statebed_chaos.matrix_presets import PRESETS, plan_cells
-from statebed_chaos.runner import ExperimentResult, run_experiment
 from statebed_model.experimentdir import MatrixDir
 
 from ..backend import add_backend_arg, baselines_cache, k8s_settings

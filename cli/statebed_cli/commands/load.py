@@ -18,8 +18,8 @@ from pathlib import Path
 
 from statebed_chaos.experiment import load_experiment
 from statebed_chaos.limits import MAX_DURATION_S, MAX_SIZES
+from statebed_load.load_run import KEYS, SHAPES, LoadOptions, run_load
 from statebed_load.prometheus import PROMETHEUS_HELP, prometheus_for_run
-from statebed_load.run import KEYS, SHAPES, LoadOptions, run_load
 from statebed_store.formats import FORMATS, V2
 
 from ..common import bounded_int, duration_arg, non_negative_int, positive_int

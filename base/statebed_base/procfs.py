@@ -1,6 +1,6 @@
 """What /proc says about one process: its state, parent, start time and command line.
 
-The one reader of /proc/PID/stat and /proc/PID/cmdline: `statebed_job.procs` builds process
+The one reader of /proc/PID/stat and /proc/PID/cmdline: `statebed_base.processes` builds process
 identities on it, and the checkpoint lock records its holder with it.
 """
 

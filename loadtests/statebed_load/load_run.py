@@ -55,7 +55,7 @@ from statebed_verify import EXIT_CODES, Verdict, merge_verdicts, summarise, veri
 from statebed_verify.history import History
 
 from .accounting import Accounting, account, summary_latency
-from .procs import Managed, start_ingest
+from .managed import Managed, start_ingest
 from .prometheus import write_latency_histogram
 from .series import locust_rates, series_rows, write_series
 

@@ -1,5 +1,5 @@
 """The load run's own processes (ingest service, Locust): started in their own session, pinned
-by identity (`statebed_job.procs`: start time and the command line once the exec set it up),
+by identity (`statebed_base.processes`: start time and the command line once the exec set it up),
 stopped by PID (TERM, grace, KILL) after the identity check, never by name.
 
 The job's driver is a `statebed_chaos.driver_process.DriverProcess`: it also stops what the
@@ -15,8 +15,7 @@ import time
 from pathlib import Path
 
 from statebed_base.errors import RunFailedError
-
-from statebed_job.procs import spawn
+from statebed_base.processes import spawn
 
 __all__ = ["Managed", "start_ingest"]
 

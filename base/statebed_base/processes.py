@@ -32,8 +32,8 @@ from typing import Any
 
 from statebed_base.errors import StatebedError
 from statebed_base.log import get_logger, kv
-from statebed_base.proc import cmdline as _cmdline
-from statebed_base.proc import stat as _stat
+from statebed_base.procfs import cmdline as _cmdline
+from statebed_base.procfs import stat as _stat
 
 __all__ = [
     "Child",
