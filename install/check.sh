@@ -64,7 +64,7 @@ MINIO_PORT="$(free_port)"; MINIO_CONSOLE_PORT="$(free_port)"; TOXI_PORT="$(free_
 export MINIO_ROOT_USER="statebed-check"
 MINIO_ROOT_PASSWORD="$("$PY" -c 'import secrets; print(secrets.token_hex(16))')"; export MINIO_ROOT_PASSWORD
 mkdir -p "$TMP/minio-data"
-MINIO_UPDATE=off MINIO_BROWSER=off "$MINIO_BIN" server --quiet \
+HOME="$TMP" MINIO_UPDATE=off MINIO_BROWSER=off "$MINIO_BIN" server --quiet --certs-dir "$TMP/minio-certs" \
   --address "127.0.0.1:$MINIO_PORT" --console-address "127.0.0.1:$MINIO_CONSOLE_PORT" \
   "$TMP/minio-data" >"$TMP/minio.log" 2>&1 &
 MINIO_PID=$!; PIDS+=("$MINIO_PID")

@@ -16,6 +16,7 @@ __all__ = [
     "CheckpointLockedError",
     "CommitConflictError",
     "CorruptFileError",
+    "FieldError",
     "ForeignFileError",
     "InjectedFault",
     "LineageError",
@@ -41,6 +42,16 @@ class StatebedError(Exception):
 
 class UsageError(StatebedError):
     """A bad argument, option or configuration value."""
+
+
+class FieldError(UsageError):
+    """A bad value of one named field of an options object (`field` as the object spells it): a front
+    (the CLI, an experiment file) names it its own way, e.g. `--snapshot-interval` for `snapshot_interval`."""
+
+    def __init__(self, field: str, detail: str) -> None:
+        self.field = field
+        self.detail = detail
+        super().__init__(f"{field} {detail}")
 
 
 class CheckpointFileError(StatebedError):

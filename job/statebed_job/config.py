@@ -1,4 +1,9 @@
-"""The job's options in one place, with defaults that run on a laptop in under a minute."""
+"""The job's options in one place, with defaults that run on a laptop in under a minute.
+
+Validation lives here, once: a bad value is a `FieldError` naming the field as this class spells
+it (`snapshot_interval`); the CLI maps it to its flag (`--snapshot-interval`), an experiment file
+to its key. Which flag gives back which field is the CLI's business: `statebed_report.reproduce`
+holds the table the report's reproduce line and the CLI share."""
 
 from __future__ import annotations
 
@@ -6,7 +11,7 @@ import secrets
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-from statebed_base.errors import UsageError
+from statebed_base.errors import FieldError
 
 from statebed_store.config import MAX_SNAPSHOT_INTERVAL
 from statebed_store.formats import FORMATS, V2, Format
@@ -67,59 +72,59 @@ class JobOptions:
 
     def __post_init__(self) -> None:
         if self.mode not in FORMATS:
-            raise UsageError(f"mode must be v2, v1, native-v1, native-v2 or native (= native-v2), got {self.mode!r}")
+            raise FieldError("mode", f"must be v2, v1, native-v1, native-v2 or native (= native-v2), got {self.mode!r}")
         if self.hedge not in ("off", "on", "adaptive"):
-            raise UsageError(f"--hedge must be off, on or adaptive, got {self.hedge!r}")
+            raise FieldError("hedge", f"must be off, on or adaptive, got {self.hedge!r}")
         if self.cluster not in ("local", "standalone"):
-            raise UsageError(f"cluster must be local or standalone, got {self.cluster!r}")
+            raise FieldError("cluster", f"must be local or standalone, got {self.cluster!r}")
         for name in ("batches", "partitions", "rows_per_batch", "keyspace", "workers", "snapshot_interval"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise UsageError(f"--{name.replace('_', '-')} must be an integer >= 1, got {value!r}")
+                raise FieldError(name, f"must be an integer >= 1, got {value!r}")
         if self.snapshot_interval > MAX_SNAPSHOT_INTERVAL:
-            raise UsageError(
-                f"--snapshot-interval must be <= {MAX_SNAPSHOT_INTERVAL} (a lineage must fit 64 KiB), got {self.snapshot_interval}"
+            raise FieldError(
+                "snapshot_interval", f"must be <= {MAX_SNAPSHOT_INTERVAL} (a lineage must fit 64 KiB), got {self.snapshot_interval}"
             )
         if self.workers > 20:
-            raise UsageError(f"--workers must be 1..20, got {self.workers}")
+            raise FieldError("workers", f"must be 1..20, got {self.workers}")
         for name in ("workload", "checkpoint"):
             if not isinstance(getattr(self, name), str) or not getattr(self, name):
-                raise UsageError(f"{name} must be a non-empty string, got {getattr(self, name)!r}")
+                raise FieldError(name, f"must be a non-empty string, got {getattr(self, name)!r}")
         if not isinstance(self.extra_conf, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in self.extra_conf.items()):
-            raise UsageError(f"--conf must be KEY=VALUE strings, got {self.extra_conf!r}")
+            raise FieldError("extra_conf", f"must be KEY=VALUE strings, got {self.extra_conf!r}")
         if self.slow_task is not None:
             self.slow_task_spec()
         if self.seed is None:
             self.seed = secrets.randbits(32)
         if not isinstance(self.seed, int) or isinstance(self.seed, bool) or not 0 <= self.seed < 2**63:
-            raise UsageError(f"--seed must be an integer in 0..2^63-1, got {self.seed!r}")
+            raise FieldError("seed", f"must be an integer in 0..2^63-1, got {self.seed!r}")
         self._check_maintenance()
         if self.source not in ("generated", "ingest"):
-            raise UsageError(f"--source must be generated or ingest, got {self.source!r}")
+            raise FieldError("source", f"must be generated or ingest, got {self.source!r}")
         if (self.source == "ingest") != (self.landing is not None):
-            raise UsageError("--source ingest needs --landing DIR (and --landing needs --source ingest)")
+            raise FieldError("landing", "is needed by the ingest source, and only by it")
         self._check_continuous()
 
     def _check_maintenance(self) -> None:
         if not isinstance(self.retain, int) or isinstance(self.retain, bool) or not 1 <= self.retain <= 10**9:
-            raise UsageError(f"--retain must be an integer in 1..1000000000, got {self.retain!r}")
+            raise FieldError("retain", f"must be an integer in 1..1000000000, got {self.retain!r}")
         i = self.maintenance_interval_s
         if not isinstance(i, int | float) or isinstance(i, bool) or not 0 <= i <= 86_400:
-            raise UsageError(f"--maintenance-interval must be 0..86400 seconds, got {i!r}")
+            raise FieldError("maintenance_interval_s", f"must be 0..86400 seconds, got {i!r}")
         g = self.sst_grace_s
         if not isinstance(g, int | float) or isinstance(g, bool) or not 0 <= g <= 7 * 86_400:
-            raise UsageError(f"--sst-grace must be 0..604800 seconds, got {g!r}")
+            raise FieldError("sst_grace_s", f"must be 0..604800 seconds, got {g!r}")
 
     def _check_continuous(self) -> None:
         if self.continuous and self.source != "ingest":
-            raise UsageError("--duration, --until-records and --stop-file need --source ingest")
+            raise FieldError("source", "must be ingest for a stop condition (a duration, a record count or a stop file)")
         d, n = self.duration_s, self.until_records
         if d is not None and (not isinstance(d, int | float) or isinstance(d, bool) or not 0 < d < 1e7):
-            raise UsageError(f"--duration must be a number of seconds > 0, got {d!r}")
+            raise FieldError("duration_s", f"must be a number of seconds > 0, got {d!r}")
         if n is not None and (not isinstance(n, int) or isinstance(n, bool) or n < 1):
-            raise UsageError(f"--until-records must be an integer >= 1, got {n!r}")
+            raise FieldError("until_records", f"must be an integer >= 1, got {n!r}")
         if not isinstance(self.trigger_ms, int) or isinstance(self.trigger_ms, bool) or not 0 < self.trigger_ms <= 3_600_000:
-            raise UsageError(f"--trigger-ms must be 1..3600000, got {self.trigger_ms!r}")
+            raise FieldError("trigger_ms", f"must be 1..3600000, got {self.trigger_ms!r}")
 
     @property
     def continuous(self) -> bool:
@@ -144,48 +149,8 @@ class JobOptions:
             if min(b, p, ms) < 0:
                 raise ValueError
         except ValueError:
-            raise UsageError(f"--slow-task wants BATCH:PARTITION:MILLISECONDS, got {self.slow_task!r}") from None
+            raise FieldError("slow_task", f"wants BATCH:PARTITION:MILLISECONDS, got {self.slow_task!r}") from None
         return b, p, ms
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
-
-    def to_argv(self) -> list[str]:
-        """The `statebed run` options that give back exactly these options: the one builder of that
-        command line (chaos and load drivers, the report's reproduce line). Workload, mode and seed
-        always; every other field only when it differs from the default. `stop_file` round-trips when
-        absolute (the CLI makes it so)."""
-        argv = ["--workload", self.workload, *(["--native"] if self.fmt.legacy else ["--format", self.mode])]
-        argv += ["--seed", str(self.seed)]
-        default = JobOptions(seed=0)
-        for name, flag in _FLAGS.items():
-            value = getattr(self, name)
-            if value is not None and value != getattr(default, name):
-                argv += [flag, repr(value) if isinstance(value, float) else str(value)]
-        for key, val in self.extra_conf.items():
-            argv += ["--conf", f"{key}={val}"]
-        return argv
-
-
-# JobOptions field -> its `statebed run` flag (workload, mode, seed and extra_conf: see to_argv)
-_FLAGS = {
-    "batches": "--batches",
-    "partitions": "--partitions",
-    "rows_per_batch": "--rows-per-batch",
-    "keyspace": "--keyspace",
-    "cluster": "--cluster",
-    "workers": "--workers",
-    "checkpoint": "--checkpoint",
-    "snapshot_interval": "--snapshot-interval",
-    "hedge": "--hedge",
-    "slow_task": "--slow-task",
-    "source": "--source",
-    "landing": "--landing",
-    "duration_s": "--duration",
-    "until_records": "--until-records",
-    "stop_file": "--stop-file",
-    "trigger_ms": "--trigger-ms",
-    "retain": "--retain",
-    "maintenance_interval_s": "--maintenance-interval",
-    "sst_grace_s": "--sst-grace",
-}

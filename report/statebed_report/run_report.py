@@ -31,6 +31,7 @@ from .checkpoint_size import kept_per_batch, size_figure
 from .lineage_graph import default_partition, lineage_figure, partition_nodes, uploaded_by
 from .load_section import find_series, load_figure, read_series
 from .records import ExperimentRecords, RunRecords
+from .reproduce import run_argv
 from .throughput import latency_rows, throughput_figure
 from .timeline import describe, fault_windows, rows_height, start_of, timeline_figure
 
@@ -110,7 +111,7 @@ def _run_command(rec: RunRecords) -> str:
     known = {f.name for f in dataclasses.fields(JobOptions)}
     params = {"workload": rec.info.workload, "mode": rec.info.mode, **{k: v for k, v in rec.info.params.items() if k in known}}
     try:
-        argv = JobOptions(**params).to_argv()
+        argv = run_argv(JobOptions(**params))
     except (TypeError, ValueError, StatebedError) as e:  # a run.json written by hand or by another version
         return shlex.join(["statebed", "run", "--run-dir", f"{rec.root}-replay"]) + f"  # the saved parameters do not replay: {e}"
     return shlex.join(["statebed", "run", "--run-dir", f"{rec.root}-replay", *argv])

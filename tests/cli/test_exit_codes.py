@@ -124,3 +124,10 @@ def test_sigterm_exits_130(tmp_path: Path) -> None:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_cli_names_a_bad_option_by_its_flag(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """JobOptions validates by field (`snapshot_interval`); `statebed run` names the flag the user typed."""
+    code, _, err = run_cli(capsys, "run", "--run-dir", str(tmp_path / "r"), "--snapshot-interval", "5000")
+    assert code == 2 and "--snapshot-interval must be <= 546" in err and "snapshot_interval" not in err
+    assert not (tmp_path / "r").exists()  # refused before anything was written

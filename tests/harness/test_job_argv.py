@@ -1,4 +1,4 @@
-"""`JobOptions.to_argv()` is the one builder of a `statebed run` command line (the report's
+"""`statebed_report.reproduce.run_argv` is the one builder of a `statebed run` command line (the report's
 reproduce line): the real CLI parser turns it back into exactly the same options, for the
 defaults and for every option set to something else. The harnesses carry no command line: they
 describe the run in its directory (`run.json`) and start `python -m statebed_job RUN_DIR`."""
@@ -22,6 +22,7 @@ from statebed_load.load_run import describe as load_describe
 from statebed_load.load_run import job_command as load_job_command
 from statebed_model.rundir import RunDir, RunInfo
 from statebed_report.records import read_run
+from statebed_report.reproduce import run_argv
 from statebed_report.run_report import view_of_run
 
 # one value other than the default for every field of JobOptions (a new field needs one here)
@@ -63,13 +64,13 @@ def test_every_field_has_a_non_default_sample() -> None:
 
 def test_defaults_round_trip() -> None:
     opts = JobOptions(seed=42)
-    assert parse(opts.to_argv()) == opts
+    assert parse(run_argv(opts)) == opts
 
 
 @pytest.mark.parametrize("field", sorted(NON_DEFAULT))
 def test_every_non_default_option_round_trips(field: str) -> None:
     opts = JobOptions(**{"seed": 3, **NON_DEFAULT[field]})
-    assert parse(opts.to_argv()) == opts
+    assert parse(run_argv(opts)) == opts
 
 
 def test_native_and_everything_at_once_round_trip() -> None:
@@ -78,7 +79,7 @@ def test_native_and_everything_at_once_round_trip() -> None:
         every |= sample
     for mode in ("native", "native-v1", "native-v2", "v1"):
         opts = JobOptions(**{**every, "mode": mode})
-        assert parse(opts.to_argv()) == opts
+        assert parse(run_argv(opts)) == opts
 
 
 def described(run_dir: Path) -> JobOptions:

@@ -20,6 +20,7 @@ from statebed_job.config import JobOptions
 from statebed_job.session import CHECKPOINT_FORMAT_CONF, RETAIN_CONF, spark_conf
 from statebed_model.native_state import collect_list_ids, encode_sample, native_items
 from statebed_model.rundir import RunDir
+from statebed_report.reproduce import run_argv
 from statebed_store.formats import get_format
 
 CONF = "spark.sql.streaming.stateStore.checkpointFormatVersion"
@@ -64,7 +65,7 @@ def test_run_cli_takes_the_native_formats(argv: list[str], mode: str) -> None:
     args = build_parser().parse_args(["run", "--workload", "sample3", *argv])
     opts = _options(args)
     assert opts.mode == mode and opts.native
-    assert opts.to_argv()[: 2 + len(argv)] == ["--workload", "sample3", *argv]  # the reproduce line round-trips
+    assert run_argv(opts)[: 2 + len(argv)] == ["--workload", "sample3", *argv]  # the reproduce line round-trips
 
 
 def test_an_experiment_in_native_v1_parses_and_process_faults_apply() -> None:

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 from checkpoint_helpers import state_at
-from statebed_base.errors import UsageError
+from statebed_base.errors import FieldError, UsageError
 
 from statebed_job.config import JobOptions
 from statebed_store import CheckpointRef, SnapshotUploader, StateStoreProvider, Storage, StoreId, StoreOptions
@@ -75,19 +75,21 @@ def test_the_writer_caps_the_lineage_when_snapshots_never_happen(local_storage: 
 
 
 @pytest.mark.parametrize(
-    ("changes", "says"),
+    ("changes", "field", "says"),
     [
-        ({"batches": 0}, "--batches must be an integer >= 1"),
-        ({"partitions": "3"}, "--partitions must be an integer >= 1"),
-        ({"snapshot_interval": 5000}, "--snapshot-interval must be <= 546"),
-        ({"workers": 21}, "--workers must be 1..20"),
-        ({"workload": ""}, "workload must be a non-empty string"),
-        ({"extra_conf": {"k": 1}}, "--conf must be KEY=VALUE strings"),
-        ({"slow_task": "1:2"}, "--slow-task wants BATCH:PARTITION:MILLISECONDS"),
-        ({"slow_task": "1:-2:5"}, "--slow-task wants BATCH:PARTITION:MILLISECONDS"),
-        ({"mode": "v9"}, "mode must be v2, v1, native-v1, native-v2 or native \\(= native-v2\\)"),
+        ({"batches": 0}, "batches", "must be an integer >= 1"),
+        ({"partitions": "3"}, "partitions", "must be an integer >= 1"),
+        ({"snapshot_interval": 5000}, "snapshot_interval", "must be <= 546"),
+        ({"workers": 21}, "workers", "must be 1..20"),
+        ({"workload": ""}, "workload", "must be a non-empty string"),
+        ({"extra_conf": {"k": 1}}, "extra_conf", "must be KEY=VALUE strings"),
+        ({"slow_task": "1:2"}, "slow_task", "wants BATCH:PARTITION:MILLISECONDS"),
+        ({"slow_task": "1:-2:5"}, "slow_task", "wants BATCH:PARTITION:MILLISECONDS"),
+        ({"mode": "v9"}, "mode", "must be v2, v1, native-v1, native-v2 or native \\(= native-v2\\)"),
     ],
 )
-def test_bad_job_option_is_named(changes: dict[str, Any], says: str) -> None:
-    with pytest.raises(UsageError, match=says):
+def test_bad_job_option_is_named(changes: dict[str, Any], field: str, says: str) -> None:
+    """Validation names the field as JobOptions spells it; the CLI maps it to its flag (see test_cli_names_a_bad_option_by_its_flag)."""
+    with pytest.raises(FieldError, match=f"^{field} {says}") as e:
         JobOptions(**changes)
+    assert e.value.field == field

@@ -10,11 +10,12 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 from job_helpers import InProcessJob
-from statebed_base.errors import CorruptFileError, UsageError
+from statebed_base.errors import CorruptFileError, FieldError, UsageError
 
 from statebed_job.config import JobOptions
 from statebed_job.maintenance import Maintenance, PassRecord
 from statebed_job.task import TaskResult, TaskSpec, run_partition
+from statebed_report.reproduce import run_argv
 from statebed_store import CommitLog, StoreFiles
 from statebed_store.cleanup import cleanup_checkpoint
 from statebed_store.inspection import discover_stores
@@ -290,13 +291,14 @@ def test_the_background_thread_runs_a_pass_after_a_commit(tmp_path: Path) -> Non
     ("field", "value"), [("retain", 0), ("retain", True), ("maintenance_interval_s", -1), ("maintenance_interval_s", float("nan"))]
 )
 def test_bad_options_are_usage_errors(field: str, value: object) -> None:
-    with pytest.raises(UsageError, match="--retain|--maintenance-interval"):
+    with pytest.raises(FieldError, match="^(retain|maintenance_interval_s) must be") as e:
         JobOptions(**{field: value})  # type: ignore[arg-type]
+    assert e.value.field == field and isinstance(e.value, UsageError)
 
 
-def test_to_argv_round_trips_the_maintenance_options() -> None:
+def test_run_argv_round_trips_the_maintenance_options() -> None:
     opts = JobOptions(retain=7, maintenance_interval_s=0.5, seed=1)
-    argv = opts.to_argv()
+    argv = run_argv(opts)
     assert argv[argv.index("--retain") + 1] == "7" and argv[argv.index("--maintenance-interval") + 1] == "0.5"
 
 

@@ -10,14 +10,16 @@ from __future__ import annotations
 import argparse
 import json
 import os
+from collections.abc import Callable
 
-from statebed_base.errors import UsageError
+from statebed_base.errors import FieldError, UsageError
 
 from statebed_chaos.limits import MAX_DURATION_S
 from statebed_job.config import JobOptions
 from statebed_job.runner import metrics_port_from_env, run_job
 from statebed_model.rundir import RunDir
 from statebed_model.workloads import WORKLOADS
+from statebed_report.reproduce import flag_of
 from statebed_store import S3Settings, failpoints
 from statebed_store.formats import LEGACY_NATIVE, RUN_FORMATS
 from statebed_verify import EXIT_CODES, merge_verdicts, summarise, verify_run
@@ -176,8 +178,16 @@ def _options(args: argparse.Namespace) -> JobOptions:
         if not args.run_dir:
             raise UsageError("--resume needs --run-dir")
         saved = RunDir(args.run_dir).read_info().params
-        return JobOptions(**{**saved, "slow_task": None, **given})
-    return JobOptions(**given)
+        return _named_by_flag(lambda: JobOptions(**{**saved, "slow_task": None, **given}))
+    return _named_by_flag(lambda: JobOptions(**given))
+
+
+def _named_by_flag(build: Callable[[], JobOptions]) -> JobOptions:
+    """The options; a bad field named by its flag (`snapshot_interval` -> `--snapshot-interval`)."""
+    try:
+        return build()
+    except FieldError as e:
+        raise UsageError(f"{flag_of(e.field)} {e.detail}") from None
 
 
 def run(args: argparse.Namespace) -> int:
