@@ -72,7 +72,7 @@ class JobOptions:
 
     def __post_init__(self) -> None:
         if self.mode not in FORMATS:
-            raise FieldError("mode", f"must be v2, v1, native-v1, native-v2 or native (= native-v2), got {self.mode!r}")
+            raise FieldError("mode", f"must be a format statebed knows ({', '.join(FORMATS)}), got {self.mode!r}")
         if self.hedge not in ("off", "on", "adaptive"):
             raise FieldError("hedge", f"must be off, on or adaptive, got {self.hedge!r}")
         if self.cluster not in ("local", "standalone"):
@@ -138,7 +138,7 @@ class JobOptions:
 
     @property
     def native(self) -> bool:
-        """On Spark's own RocksDB store (native, native-v1, native-v2) rather than statebed's."""
+        """On Spark's own RocksDB store rather than statebed's (`Format.native`)."""
         return self.fmt.native
 
     def slow_task_spec(self) -> tuple[int, int, int] | None:

@@ -107,7 +107,7 @@ class StoreOptions:
 
     def __post_init__(self) -> None:
         if self.format not in STORE_FORMATS:
-            raise UsageError(f"StoreOptions.format must be 'v1' or 'v2', got {self.format!r}")
+            raise UsageError(f"StoreOptions.format must be one of {', '.join(STORE_FORMATS)}, got {self.format!r}")
         _int("snapshot_interval", self.snapshot_interval, 1, MAX_SNAPSHOT_INTERVAL, why=_INTERVAL_WHY)
         _int("retain_versions", self.retain_versions, 1, 10**9)
         if not isinstance(self.checksums, bool):

@@ -17,7 +17,7 @@ from statebed_store.lineage import lineage_to_json
 from statebed_store.naming import CHANGELOG, StateFileName
 
 BAD_STORE_OPTIONS: list[tuple[str, Any, str]] = [
-    ("format", "v3", "'v1' or 'v2'"),
+    ("format", "v3", "one of v1, v2"),
     ("snapshot_interval", 0, "1..546"),
     ("snapshot_interval", 5000, "1..546"),
     ("snapshot_interval", 2.5, "an integer"),
@@ -85,7 +85,7 @@ def test_the_writer_caps_the_lineage_when_snapshots_never_happen(local_storage: 
         ({"extra_conf": {"k": 1}}, "extra_conf", "must be KEY=VALUE strings"),
         ({"slow_task": "1:2"}, "slow_task", "wants BATCH:PARTITION:MILLISECONDS"),
         ({"slow_task": "1:-2:5"}, "slow_task", "wants BATCH:PARTITION:MILLISECONDS"),
-        ({"mode": "v9"}, "mode", "must be v2, v1, native-v1, native-v2 or native \\(= native-v2\\)"),
+        ({"mode": "v9"}, "mode", "must be a format statebed knows \\(v1, v2, native, native-v1, native-v2\\)"),
     ],
 )
 def test_bad_job_option_is_named(changes: dict[str, Any], field: str, says: str) -> None:
