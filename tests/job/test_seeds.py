@@ -46,5 +46,5 @@ def test_default_seed_is_drawn_saved_and_validated() -> None:
     assert all(isinstance(s, int) for s in drawn) and len(set(drawn)) > 1
     opts = JobOptions(seed=7)
     assert opts.to_json()["seed"] == 7 and JobOptions(**opts.to_json()).seed == 7  # run.json round trip (resume)
-    with pytest.raises(UsageError, match="--seed"):
+    with pytest.raises(UsageError, match="^seed must be"):
         JobOptions(seed=-1)

@@ -30,7 +30,7 @@ def test_batch_timings_record_upload_latency_per_kind(tmp_path: Path) -> None:
 
 
 def test_job_hedge_option_is_checked_and_reaches_the_store(tmp_path: Path) -> None:
-    with pytest.raises(UsageError, match="--hedge"):
+    with pytest.raises(UsageError, match="^hedge must be"):
         JobOptions(hedge="sometimes")
     job = InProcessJob(tmp_path / "run", JobOptions(batches=1, partitions=1, rows_per_batch=10, keyspace=5, hedge="on"))
     assert job.driver.store_options.hedge == "on" and job.driver.log.storage.options.hedge == "on"  # type: ignore[attr-defined]

@@ -32,5 +32,5 @@ def test_bad_load_arguments_are_exit_2(capsys: Capsys, tmp_path: Path) -> None:
 
 def test_a_stop_condition_without_the_ingest_source_is_exit_2(capsys: Capsys, tmp_path: Path) -> None:
     err = fails(capsys, "run", "--duration", "5", "--run-dir", str(tmp_path / "r"))
-    assert "--duration, --until-records and --stop-file need --source ingest" in err
+    assert "--source must be ingest for a stop condition (a duration, a record count or a stop file)" in err
     assert not (tmp_path / "r").exists()
