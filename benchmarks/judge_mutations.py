@@ -300,8 +300,12 @@ def mutations(name: str, root: Path) -> list[tuple[Mutation, str]]:
     return out
 
 
-def run(quick: bool, seed: int, limit: int | None, work: Path, only: frozenset[str] = frozenset()) -> Score:
-    """`only`: the fixtures to judge (default every one; a sample's draws then differ from a run over all)."""
+def run(
+    quick: bool, seed: int, limit: int | None, work: Path, only: frozenset[str] = frozenset(), say: Callable[[str], None] | None = None
+) -> Score:
+    """`only`: the fixtures to judge (default every one; a sample's draws then differ from a run over all);
+    `say`: a progress line per fixture and every 250 mutations (a full run takes hours)."""
+    say = say or (lambda _line: None)
     score = Score()
     rng = random.Random(seed)
     for name, src in fixtures(work):
@@ -319,7 +323,10 @@ def run(quick: bool, seed: int, limit: int | None, work: Path, only: frozenset[s
             damage = [t for t in todo if "(not needed)" not in t[0].kind]
             spare = [t for t in todo if "(not needed)" in t[0].kind]
             todo = rng.sample(damage, min(len(damage), k)) + rng.sample(spare, min(len(spare), max(1, k // 4)))
-        for m, kind in todo:
+        say(f"{name}: {len(todo)} mutation(s)")
+        for i, (m, kind) in enumerate(todo, 1):
+            if i % 250 == 0:
+                say(f"{name}: {i}/{len(todo)}")
             if kind in ("other-partition", "older-version") and m.path.endswith(".zip") and _same_state(root, m.path, kind):
                 m = Mutation(m.fixture, m.kind, m.path, True)  # the replacement holds the very same state: no damage
             undo = _apply(root, m.path, kind)
@@ -352,13 +359,15 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--fixtures", default="", help="comma-separated fixture names (default: every one), e.g. spark-4.3.0/join")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     args = ap.parse_args(argv)
     only = frozenset(f for f in args.fixtures.split(",") if f)
     known = {f"spark-{tag}/{q}" for tag, queries in TARBALLS.items() for q in queries} | {"statebed-v2"}
     if only - known:
         ap.error(f"unknown fixture(s): {', '.join(sorted(only - known))}; known: {', '.join(sorted(known))}")
     with tempfile.TemporaryDirectory(prefix="statebed-mutations-") as tmp:
-        score = run(args.quick, args.seed, args.limit, Path(tmp), only)
+        say = None if args.quiet else (lambda line: print(f"judge_mutations: {line}", file=sys.stderr, flush=True))
+        score = run(args.quick, args.seed, args.limit, Path(tmp), only, say)
     rows = table(score)
     if args.json:
         print(json.dumps({"rows": rows, "population": score.population, "wrong": score.wrong}, indent=1))
