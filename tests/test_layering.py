@@ -30,43 +30,9 @@ PACKAGES = {
     "statebed_report": "report/statebed_report",
     "statebed_cli": "cli/statebed_cli",
 }
-FORBIDDEN = {
-    "statebed_base": {
-        "statebed_store",
-        "statebed_model",
-        "statebed_verify",
-        "statebed_job",
-        "statebed_chaos",
-        "statebed_load",
-        "statebed_report",
-        "statebed_cli",
-    },
-    "statebed_store": {
-        "statebed_model",
-        "statebed_verify",
-        "statebed_job",
-        "statebed_chaos",
-        "statebed_load",
-        "statebed_report",
-        "statebed_cli",
-    },
-    "statebed_model": {
-        "statebed_verify",
-        "statebed_job",
-        "statebed_chaos",
-        "statebed_load",
-        "statebed_report",
-        "statebed_cli",
-        "pyspark",
-        "py4j",
-    },
-    "statebed_verify": {"statebed_job", "statebed_chaos", "statebed_load", "statebed_report", "statebed_cli", "pyspark", "py4j"},
-    "statebed_job": {"statebed_chaos", "statebed_load", "statebed_report", "statebed_cli"},
-    "statebed_chaos": {"statebed_load", "statebed_report", "statebed_cli"},
-    "statebed_load": {"statebed_report", "statebed_cli"},
-    "statebed_report": {"statebed_cli"},
-    "statebed_cli": set(),
-}
+ORDER = list(PACKAGES)  # bottom to top: each package may import only those before it
+SPARK_FREE = {"statebed_model", "statebed_verify"}  # a verdict needs no JVM
+FORBIDDEN = {pkg: set(ORDER[i + 1 :]) | ({"pyspark", "py4j"} if pkg in SPARK_FREE else set()) for i, pkg in enumerate(ORDER)}
 
 
 def imported(tree: ast.Module) -> list[tuple[int, str]]:
