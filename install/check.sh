@@ -20,10 +20,8 @@ HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 REPO="$(cd "$HERE/.." && pwd)"
 # shellcheck source=versions.env
 . "$HERE/versions.env"
-CACHE="${STATEBED_CACHE:-$HOME/.cache/statebed}"
-MINIO_BIN="$CACHE/bin/minio-$MINIO_VERSION"
-TOXIPROXY_BIN="$CACHE/bin/toxiproxy-server-$TOXIPROXY_VERSION"
-S3A_DIR="$CACHE/jars/s3a-$HADOOP_AWS_VERSION-sdk$AWS_SDK_BUNDLE_VERSION-cloud$SPARK_HADOOP_CLOUD_VERSION"
+# shellcheck source=paths.sh
+. "$HERE/paths.sh"
 PY="${STATEBED_PYTHON:-$REPO/.venv/bin/python}"
 
 for f in "$MINIO_BIN" "$TOXIPROXY_BIN" "$S3A_DIR/SHA256SUMS"; do

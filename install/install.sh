@@ -23,17 +23,13 @@ REPO="$(cd "$HERE/.." && pwd)"
 # shellcheck source=versions.env
 . "$HERE/versions.env"
 
-CACHE="${STATEBED_CACHE:-$HOME/.cache/statebed}"
+# shellcheck source=paths.sh
+. "$HERE/paths.sh"
 VERBOSE="${STATEBED_VERBOSE:-0}"
-BIN_DIR="$CACHE/bin"
-JARS_ROOT="$CACHE/jars"
 LOG_DIR="$CACHE/logs"
 
 MINIO_MODULE="github.com/minio/minio"
 TOXIPROXY_MODULE="github.com/Shopify/toxiproxy/v2"
-MINIO_BIN="$BIN_DIR/minio-$MINIO_VERSION"
-TOXIPROXY_BIN="$BIN_DIR/toxiproxy-server-$TOXIPROXY_VERSION"
-S3A_DIR="$JARS_ROOT/s3a-$HADOOP_AWS_VERSION-sdk$AWS_SDK_BUNDLE_VERSION-cloud$SPARK_HADOOP_CLOUD_VERSION"
 # The exact jar set the s3a pom must resolve to (every version is a pin in versions.env).
 S3A_EXPECTED=(
   "hadoop-aws-$HADOOP_AWS_VERSION.jar"
