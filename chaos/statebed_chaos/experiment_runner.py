@@ -37,11 +37,11 @@ from .baseline import Baseline, baseline_key, state_view
 from .baseline_cache import Baselines
 from .experiment import Experiment
 from .faults import FaultSpec
-from .harness import EXIT_HARNESS, ExperimentResult, describe, faulted_run, job_command, judge, launch, make_nemesis, storage
+from .harness import EXIT_HARNESS, ExperimentResult, describe, faulted_run, judge, launch, make_nemesis, run_command, storage
 from .k8s_backend import K8sSettings, k8s_storage, k8s_targets
 from .schedule import realise
 
-__all__ = ["ExperimentResult", "job_command", "run_experiment"]
+__all__ = ["ExperimentResult", "run_experiment"]
 
 
 class _Progress:
@@ -155,7 +155,7 @@ def _baseline(
     say("baseline: the same run without faults")
     env = {**env, CONTROL_ENV: str(control_file(run_dir))}
     describe(exp, seed, run_dir)
-    cmd = job_command(run_dir, master=master)
+    cmd = run_command(run_dir, master=master)
     ex = launch(xdir, cmd, env, run_dir, "baseline", History(xdir.baseline_history), say, time.monotonic() + exp.timeout_s)
     if ex.code != 0:
         base = Baseline(

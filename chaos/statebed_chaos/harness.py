@@ -55,7 +55,6 @@ __all__ = [
     "Tracker",
     "describe",
     "faulted_run",
-    "job_command",
     "job_options",
     "judge",
     "launch",
@@ -152,13 +151,8 @@ def job_options(exp: Experiment, seed: int, run_dir: Path) -> JobOptions:
 
 
 def describe(exp: Experiment, seed: int, run_dir: Path) -> None:
-    """Write one run of `exp` into `run_dir` as its run description, for `job_command` to start."""
+    """Write one run of `exp` into `run_dir` as its run description, for `run_command` to start."""
     describe_run(run_dir, job_options(exp, seed, run_dir))
-
-
-def job_command(run_dir: Path, *, resume: bool = False, master: str | None = None) -> list[str]:
-    """The command of the run `run_dir` describes (`master`: e.g. k8s://..., also on resume)."""
-    return run_command(run_dir, resume=resume, master=master)
 
 
 # -- processes -------------------------------------------------------------------------------
@@ -256,7 +250,7 @@ def faulted_run(
     describe(exp, seed, run_dir)
     nemesis.start()
     while True:
-        cmd = job_command(run_dir, resume=bool(exits), master=master)
+        cmd = run_command(run_dir, resume=bool(exits), master=master)
         ex = launch(xdir, cmd, env, run_dir, f"faulted-{len(exits)}", history, say, deadline)
         exits.append(ex)
         if ex.code == 0 or ex.timed_out:

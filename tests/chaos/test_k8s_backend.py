@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from statebed_base.errors import UsageError
 
-from statebed_chaos.experiment_runner import job_command
+from statebed_chaos.harness import run_command
 from statebed_chaos.k8s_backend import _REQUIRED, K8sSettings
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -35,11 +35,11 @@ def test_the_chart_gives_the_chaos_controller_every_variable_the_backend_needs()
 
 def test_drivers_are_submitted_to_the_master_also_on_resume(tmp_path: Path) -> None:
     master = "k8s://https://kubernetes.default.svc"
-    first = job_command(tmp_path / "faulted", master=master)
-    again = job_command(tmp_path / "faulted", resume=True, master=master)
+    first = run_command(tmp_path / "faulted", master=master)
+    again = run_command(tmp_path / "faulted", resume=True, master=master)
     for cmd in (first, again):
         assert cmd[cmd.index("--master") + 1] == master
-    assert "--resume" in again and "--master" not in job_command(tmp_path / "faulted")
+    assert "--resume" in again and "--master" not in run_command(tmp_path / "faulted")
 
 
 @pytest.mark.parametrize("sub", [["run", str(EXAMPLE)], ["matrix", "--quick"]])

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from statebed_chaos.experiment import parse_experiment
-from statebed_chaos.harness import describe, job_command, job_options
+from statebed_chaos.harness import describe, job_options, run_command
 from statebed_cli.commands.run import _options
 from statebed_cli.main import build_parser
 from statebed_job.config import JobOptions
@@ -93,12 +93,12 @@ def test_the_chaos_harness_describes_the_experiments_options_and_starts_the_job_
     exp = parse_experiment({"name": "x", "batches": 4, "partitions": 5, "rows_per_batch": 50, "storage": "s3", "workers": 3})
     run_dir = tmp_path / "faulted"
     describe(exp, 9, run_dir)
-    assert job_command(run_dir)[1:] == ["-m", "statebed_job", str(run_dir), "--json"]
+    assert run_command(run_dir)[1:] == ["-m", "statebed_job", str(run_dir), "--json"]
     opts = described(run_dir)
     assert opts == job_options(exp, 9, run_dir)
     assert (opts.batches, opts.partitions, opts.rows_per_batch, opts.workers, opts.seed) == (4, 5, 50, 3, 9)
     assert opts.checkpoint == f"s3://statebed/{tmp_path.name}-faulted-9"
-    assert job_command(run_dir, resume=True)[-1] == "--resume"
+    assert run_command(run_dir, resume=True)[-1] == "--resume"
 
 
 def test_the_load_command_is_an_ingest_run(tmp_path: Path) -> None:
