@@ -39,15 +39,7 @@ RUN set -eux; \
 
 # statebed and its pinned dependencies (pyproject.toml, pyspark among them), from the source tree.
 COPY pyproject.toml README.md /opt/statebed/src/
-COPY base /opt/statebed/src/base
-COPY store /opt/statebed/src/store
-COPY model /opt/statebed/src/model
-COPY verify /opt/statebed/src/verify
-COPY job /opt/statebed/src/job
-COPY chaos /opt/statebed/src/chaos
-COPY loadtests /opt/statebed/src/loadtests
-COPY report /opt/statebed/src/report
-COPY cli /opt/statebed/src/cli
+COPY src /opt/statebed/src/src
 COPY examples /opt/statebed/examples
 COPY loadtests/locustfile.py /opt/statebed/locustfile.py
 COPY k8s/entrypoint.sh /opt/entrypoint.sh

@@ -29,8 +29,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from statebed_base.processes import run_to_end
 
+from statebed_base.processes import run_to_end
 from statebed_store import CountingStorage, S3Settings, Storage, open_storage
 from statebed_store.storage import S3Storage
 from statebed_store.storage.base import FileInfo

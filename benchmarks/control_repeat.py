@@ -24,8 +24,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import benchlib
-from statebed_base.processes import run_to_end
 
+from statebed_base.processes import run_to_end
 from statebed_chaos.matrix import fault_caused
 
 ROOT = Path(__file__).resolve().parents[1]

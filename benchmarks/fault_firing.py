@@ -29,8 +29,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import benchlib
-from statebed_base.processes import run_to_end
 
+from statebed_base.processes import run_to_end
 from statebed_chaos.faults import KINDS
 from statebed_chaos.matrix_presets import PRESETS, plan_cells
 

@@ -1,10 +1,11 @@
-"""Commit latency with hedged uploads vs without, on real SeaweedFS behind our Toxiproxy-API proxy.
+"""Commit latency with hedged uploads vs without, on real MinIO behind statebed's tail proxy.
 
-One run starts SeaweedFS and `statebed proxy`, then two stores (hedging off / adaptive) on the
+One run starts MinIO and a `TailProxy` in front of it (`statebed_chaos.tail_proxy`: the one
+thing Toxiproxy lacks, a heavy-tailed delay per chunk), then two stores (hedging off / adaptive) on the
 same server through the same proxy commit alternately, the order swapped every commit, so
 load and faults hit both alike. A commit is what a V2 batch waits for per partition: the
 store's `commit()` (changelog + `.crc` sidecar, create-only) and the commit-log entry
-(create-only): three PUTs. Two phases: fault-free, then a `tail_latency` toxic on the requests
+(create-only): three PUTs. Two phases: fault-free, then a tail latency on the requests
 shaped like seed 001's S3 (latency 50 ± 10 ms, a Pareto tail of scale 10 ms, and a 2 s stall on
 1 % of the chunks: about 1 % of the PUTs). Extra requests = (PUTs + read-backs sent) /
 uploads − 1, counted below the hedging layer. Goals (seed 001 / issue 18): with the toxic,
@@ -27,7 +28,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import benchlib
 import numpy as np
 
-from statebed_chaos.infra import storage_services
+from statebed_chaos.infra.minio_server import ACCESS_KEY, SECRET_KEY, start_s3_server
+from statebed_chaos.tail_proxy import TailLatency, TailProxy
 from statebed_store import CommitLog, CountingStorage, S3Settings, StateStoreProvider, StoreId, StoreOptions
 from statebed_store.storage import HedgedStorage, HedgeState, S3Storage
 from statebed_store.storage.upload_stats import summarize_uploads
@@ -119,8 +121,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     commits, warmup, toxic_warmup = (20, 10, 10) if args.quick else (1500, 40, 150)
     commits = args.commits or args.repeats or commits
     with benchlib.environment(args, NAME) as env:
-        rep = benchlib.Report(NAME, "commit latency, hedged uploads vs none (SeaweedFS behind the proxy)", args, env)
-        rep.storage = "s3 (SeaweedFS via proxy)"
+        rep = benchlib.Report(NAME, "commit latency, hedged uploads vs none (MinIO behind the tail proxy)", args, env)
+        rep.storage = "s3 (MinIO via the tail proxy)"
         rep.params.update(
             commits_per_arm_and_phase=commits,
             warmup_excluded=warmup,
@@ -129,19 +131,39 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             toxic=dict(TOXIC),
         )
         rng = np.random.default_rng(args.seed)
-        results: dict[str, dict[str, dict[str, Any]]] = {}
-        with storage_services(env.dir("infra"), seed=args.seed) as svc:
-            settings = S3Settings(svc.settings.endpoint, svc.settings.access_key, svc.settings.secret_key, conditional_put="on")
-            arms = {m: Arm(m, settings, env.dir(f"local-{m}")) for m in ARMS}
-            rep.params.update(hedge_quantile=arms["adaptive"].opts.hedge_quantile, hedge_budget=arms["adaptive"].opts.hedge_budget)
-            results["fault-free"] = phase(arms, commits, warmup, 0, rng)
-            svc.proxy.add_toxic(name="seed-001", type="tail_latency", stream="upstream", attributes=dict(TOXIC))
-            results["latency toxic"] = phase(arms, commits, toxic_warmup, commits + warmup, rng)
-            svc.proxy.destroy_toxic("seed-001")
-            for a in arms.values():
-                a.provider.close()
+        s3 = start_s3_server(env.dir("infra") / "s3")
+        try:
+            with TailProxy(s3.endpoint.removeprefix("http://"), stream="upstream", seed=args.seed) as proxy:
+                results = run_phases(
+                    proxy,
+                    S3Settings(f"http://{proxy.listen}", ACCESS_KEY, SECRET_KEY, conditional_put="on"),
+                    env,
+                    rep,
+                    commits,
+                    (warmup, toxic_warmup),
+                    rng,
+                )
+        finally:
+            s3.stop()
         report(rep, results)
         return rep.finish()
+
+
+def run_phases(
+    proxy: TailProxy, settings: S3Settings, env: benchlib.Env, rep: benchlib.Report, commits: int, warmups: tuple[int, int], rng: Any
+) -> dict[str, dict[str, dict[str, Any]]]:
+    """Both arms fault-free, then under seed 001's tail latency."""
+    warmup, toxic_warmup = warmups
+    results: dict[str, dict[str, dict[str, Any]]] = {}
+    arms = {m: Arm(m, settings, env.dir(f"local-{m}")) for m in ARMS}
+    rep.params.update(hedge_quantile=arms["adaptive"].opts.hedge_quantile, hedge_budget=arms["adaptive"].opts.hedge_budget)
+    results["fault-free"] = phase(arms, commits, warmup, 0, rng)
+    proxy.set(TailLatency(**TOXIC))
+    results["latency toxic"] = phase(arms, commits, toxic_warmup, commits + warmup, rng)
+    proxy.set(None)
+    for a in arms.values():
+        a.provider.close()
+    return results
 
 
 def report(rep: benchlib.Report, results: dict[str, dict[str, dict[str, Any]]]) -> None:

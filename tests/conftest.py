@@ -30,7 +30,7 @@ pytest_plugins = [
 
 
 # Every JVM the suite's runs start compiles with C1 only: runs of seconds spend less CPU compiling
-# (job/statebed_job/jvm_startup.py; what runs is the same). A value already set wins.
+# (src/statebed_job/jvm_startup.py; what runs is the same). A value already set wins.
 os.environ.setdefault("STATEBED_JAVA_OPTS", "-XX:TieredStopAtLevel=1")
 
 

@@ -20,10 +20,12 @@ import pyarrow as pa
 from statebed_job.config import JobOptions
 from statebed_job.driver import BatchDriver, BatchOutcome
 from statebed_job.task import TaskResult, TaskSpec, run_partition
-from statebed_model.rundir import RunDir, RunInfo
+from statebed_model.rundir import SPARK_CHECKPOINT, RunDir, RunInfo
 from statebed_model.sources import SOURCE_LOG, GeneratedSource, IngestSource, open_source, source_log
 from statebed_store import S3Settings, default_uploader, open_storage
 from statebed_store.murmur3 import hash_longs
+
+QUERY_SOURCE_LOG = f"{SPARK_CHECKPOINT}/{SOURCE_LOG}"  # Spark's file source log, run-relative (a statebed run's query checkpoint)
 
 
 def partition_of(records: pa.Table, partitions: int) -> list[pa.Table]:
@@ -48,7 +50,7 @@ class InProcessJob:
         )
         info = RunInfo(
             workload=opts.workload,
-            mode=opts.mode,
+            format=opts.format,
             partitions=opts.partitions,
             checkpoint=opts.checkpoint,
             params=opts.to_json(),
@@ -64,14 +66,14 @@ class InProcessJob:
 
     def read_files(self, batch_id: int, land: pa.Table | None) -> list[str]:
         """What Spark's file source does at planning: pick the batch's file, log it (a rerun replays the log)."""
-        path = f"{SOURCE_LOG}/{batch_id}"
+        path = f"{QUERY_SOURCE_LOG}/{batch_id}"
         if self.run.storage.exists(path):
             return [posixpath.basename(json.loads(line)["path"]) for line in self.run.storage.read(path).decode().splitlines()[1:]]
         if isinstance(self.source, IngestSource):  # the file `land` lands now, else the oldest no batch read yet
             if land is not None:
                 seq = self.source.land(land).seq
             else:
-                read = {int(n.removesuffix(".parquet")) for names in source_log(self.run.storage).values() for n in names}
+                read = {int(n.removesuffix(".parquet")) for names in source_log(self.run.storage, QUERY_SOURCE_LOG).values() for n in names}
                 seq = min(set(self.source.landed()) - read)
             name = posixpath.basename(IngestSource.data_name(seq))
         else:

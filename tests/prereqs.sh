@@ -11,8 +11,10 @@
 #   as pyspark looks for it), and its javac (the JVM failpoint plug-in in jvm/ is compiled
 #   against pyspark's jars: the JDK, openjdk-17-jdk-headless);
 # - Chromium (tests/report/ drive the reports in headless Chromium; they fail, never skip);
-# - Prometheus (tests/dashboards/ evaluate the dashboard's queries on a real one; Debian's prometheus).
-# `make` itself is the fourth; SeaweedFS, Helm and Locust come from PyPI.
+# - Prometheus (tests/dashboards/ evaluate the dashboard's queries on a real one; Debian's prometheus);
+# - Go and Maven, only until install/install.sh has built MinIO and Toxiproxy (Go) and fetched
+#   the S3A jars (Maven) into its cache: then they are never needed again.
+# `make` itself is one more; Spark, Helm and Locust come from PyPI.
 py=${1:-python3}
 venv=${2:-.venv}
 missing=""
@@ -45,6 +47,19 @@ fi
 
 if ! command -v prometheus >/dev/null 2>&1; then
     add "prometheus (apt-get install prometheus)"
+fi
+
+# What install/install.sh still has to build or fetch needs its toolchain (paths: install/paths.sh).
+here=${0%/*}/../install
+if [ -f "$here/versions.env" ] && [ -n "${HOME:-}${STATEBED_CACHE:-}" ]; then
+    . "$here/versions.env"
+    . "$here/paths.sh"
+    if { [ ! -x "$MINIO_BIN" ] || [ ! -x "$TOXIPROXY_BIN" ]; } && ! command -v go >/dev/null 2>&1; then
+        add "go, to build MinIO and Toxiproxy once (Go 1.24+: https://go.dev/dl, or apt-get install golang-go where it is that new)"
+    fi
+    if [ ! -f "$S3A_DIR/SHA256SUMS" ] && ! command -v mvn >/dev/null 2>&1; then
+        add "mvn, to fetch the S3A jars once from Maven Central (apt-get install maven)"
+    fi
 fi
 
 if [ -n "$missing" ]; then

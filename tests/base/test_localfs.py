@@ -15,9 +15,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+
 from statebed_base.errors import AlreadyExistsError, NotRegularFileError
 from statebed_base.localfs import atomic_write, read_regular
-
 from statebed_store.storage.local import LocalStorage
 
 

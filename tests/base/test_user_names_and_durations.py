@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import pytest
+
 from statebed_base.durations import parse_duration
 from statebed_base.errors import UsageError
 from statebed_base.names import MAX_SEGMENT_BYTES, path_segment

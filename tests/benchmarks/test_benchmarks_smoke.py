@@ -175,7 +175,7 @@ def test_chaos_overhead(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
 @pytest.mark.s3
 @pytest.mark.slow
 def test_hedged_commit(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """Starts SeaweedFS and the proxy: both phases, both arms, every number present (storage is not local)."""
+    """Starts MinIO and the proxy: both phases, both arms, every number present (storage is not local)."""
     returned = load("hedged_commit").main(["--quick", "--json", "--workdir", str(tmp_path)])
     res = json.loads(capsys.readouterr().out)
     assert res["benchmark"] == returned["benchmark"] == "hedged_commit" and res["mode"] == "quick"
@@ -306,8 +306,8 @@ def test_maintenance_latency(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     res = run("maintenance_latency", tmp_path, capsys)
     m = res["metrics"]
     assert m["evidence"] is True and [len(m["runs"]["on"]), len(m["runs"]["off"])] == [1, 1]
-    for mode in ("on", "off"):
-        for p in m["pooled"][mode].values():
+    for format in ("on", "off"):
+        for p in m["pooled"][format].values():
             assert p["n"] > 0 and 0 < p["p50_ms"] <= p["p99_ms"]
     assert {r["name"] for r in res["ratios"] if r["goal_op"]} == {
         f"{label} {q} on/off" for label in ("driver commit", "task store commit") for q in ("p50", "p99")

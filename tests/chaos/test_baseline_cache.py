@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 from job_helpers import InProcessJob
-from statebed_base.errors import UsageError
 
+from statebed_base.errors import UsageError
 from statebed_chaos.baseline import Baseline, state_view
 from statebed_chaos.baseline_cache import ENTRY, Baselines
 from statebed_cli.backend import baselines_cache

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from statebed_base.errors import UsageError
 
+from statebed_base.errors import UsageError
 from statebed_chaos.experiment import Experiment, load_experiment, parse_experiment
 from statebed_chaos.schedule import realise
 
@@ -44,6 +44,8 @@ def _error(tmp_path: Path, text: str) -> str:
             "schedule.random.batches: must be 0 <= first",
         ),
         ("verifiers: [lineage, vibes]\n", "verifiers: unknown verifier 'vibes'"),
+        ("checkpoint_file_manager: magic\n", "checkpoint_file_manager: must be one of rename, abortable"),
+        ("format: native-v2\ncheckpoint_file_manager: abortable\n", "checkpoint_file_manager: abortable needs a plug-in format"),
         ("proxy: {api: localhost:8474}\n", "proxy.api: must be an http(s):// URL"),
         ("name: [a\n", "not valid YAML at line"),
         ("- 1\n", "(top level): must be a mapping"),

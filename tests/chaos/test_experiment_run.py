@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from process_helpers import assert_no_process_left, interrupt_when
@@ -103,20 +104,37 @@ def test_ctrl_c_stops_every_process(tmp_path: Path) -> None:
     assert_no_process_left(out)
 
 
-def test_storage_latency_through_the_proxy_fires_and_v2_on_s3_stays_valid(tmp_path: Path) -> None:
-    """End to end with `storage: s3`: SeaweedFS behind the Toxiproxy-API proxy, the job's store
-    writing through it, a latency toxic during batch 1; every process (S3 server and proxy too) stopped."""
-    doc = {
-        "name": "s3-latency",
+def _s3_latency(tmp_path: Path, name: str, **doc: Any) -> tuple[dict[str, Any], Path]:
+    """A small run on S3 (MinIO behind Toxiproxy) with a 300 ms latency toxic during batch 1: valid, the fault fired."""
+    exp = {
+        "name": name,
         **SMALL,
         "storage": "s3",
-        "verifiers": ["lineage", "state", "attempts"],
+        **doc,
         "faults": [{"kind": "storage-latency", "at": {"batch": 1}, "for_s": 5, "params": {"latency": 300}}],
     }
     out = tmp_path / "out"
-    proc = _chaos(str(_write(tmp_path, doc)), "--out", str(out), "--json")
-    assert proc.returncode == 0, proc.stderr[-2000:]
+    proc = _chaos(str(_write(tmp_path, exp)), "--out", str(out), "--json")
+    assert proc.returncode == 0, proc.stderr[-3000:]
     res = json.loads(proc.stdout)
     assert res["valid"] is True and res["faults_fired"] == 1, res
+    return res, out
+
+
+def test_storage_latency_through_the_proxy_fires_and_v2_on_s3_stays_valid(tmp_path: Path) -> None:
+    """End to end with `storage: s3`: MinIO behind Toxiproxy, the job's store writing through it,
+    a latency toxic during batch 1; every process (S3 server and proxy too) stopped."""
+    res, out = _s3_latency(tmp_path, "s3-latency", verifiers=["lineage", "state", "attempts"])
     assert res["faults"][0]["fired"] is True and res["faults"][0]["proof"], res["faults"]
+    assert_no_process_left(out)
+
+
+def test_storage_latency_on_sparks_own_store_over_s3a_fires_and_native_v2_stays_valid(tmp_path: Path) -> None:
+    """Spark's own store with its checkpoint in the bucket (S3A, the installer's jars), MinIO behind
+    Toxiproxy, a latency toxic during batch 1: the proof is Spark's own checkpoint writes, as the
+    JVM plug-in logged them, slowed inside the window; both verifiers read the checkpoint on S3."""
+    res, out = _s3_latency(tmp_path, "s3a-latency", workload="count", format="native-v2", verifiers=["lineage", "state"])
+    proof = res["faults"][0]["proof"]
+    assert proof and all(p["file"].startswith("s3a://statebed/") and p["op"] == "write" for p in proof), proof
+    assert not (out / "faulted" / "spark-checkpoint").exists()  # Spark's checkpoint is in the bucket, not here
     assert_no_process_left(out)

@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from statebed_base.errors import UsageError
 
+from statebed_base.errors import UsageError
 from statebed_chaos.faults import Evidence, FaultContext
 from statebed_verify import verify_run
 
@@ -79,7 +79,7 @@ def test_snapshot_faults_arm_at_the_trigger_and_need_a_matching_firing(tmp_path:
 
 
 def test_zombie_upload_needs_the_zombie_write_after_the_winners(tmp_path: Path) -> None:
-    ctx = context(tmp_path, mode="v1")
+    ctx = context(tmp_path, format="v1")
     z = fault("zombie-upload", batch=2, partition=1, hold_ms=30000, slow_ms=4000)
     z.check("v1", "standalone", "local")
     with pytest.raises(Exception, match="standalone"):
@@ -143,7 +143,7 @@ def spark_accepted(ctx: FaultContext, batch: int, partition: int, winner: int) -
 
 
 def test_zombie_snapshot_holds_the_original_until_the_copys_snapshot_is_durable(tmp_path: Path) -> None:
-    ctx = context(tmp_path, mode="v1")
+    ctx = context(tmp_path, format="v1")
     z = fault("zombie-upload", batch=2, partition=0, what="snapshot", hold_ms=30000)
     z.prepare(ctx)
     a0, a1 = "[batch=2,partition=0,attempt=0]", "[batch=2,partition=0,attempt=1]"
@@ -234,7 +234,7 @@ def zombie_run(tmp_path: Path, fmt: str, what: str = "changelog") -> tuple[Evide
     """zombie-upload on batch 2 / partition 0 of a sample3 run; returns (evidence, run dir).
     Snapshot interval: 3 for snapshots (version 3 is both attempts' first one), else none at all.
     Seed 7: its two attempts' draws differ (tests/chaos/test_positive_controls.py checks it)."""
-    ctx = context(tmp_path, mode=fmt)
+    ctx = context(tmp_path, format=fmt)
     z = fault("zombie-upload", batch=2, partition=0, what=what)
     interval = "3" if what == "snapshot" else "10"
     args = ("--workload", "sample3", "--format", fmt, "--batches", "5", "--snapshot-interval", interval, "--seed", "7")

@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from statebed_base.errors import UsageError
 
+from statebed_base.errors import UsageError
 from statebed_chaos.harness import run_command
 from statebed_chaos.k8s_backend import _REQUIRED, K8sSettings
 

@@ -12,12 +12,17 @@ import signal
 import urllib.parse
 import zipfile
 from pathlib import Path
-from typing import Any
+from types import SimpleNamespace
+from typing import Any, cast
 
 import pyspark
 import pytest
 from kubernetes.client import ApiClient, Configuration, CoreV1Api
+from kubernetes.client.exceptions import ApiException
 
+from statebed_base.errors import StatebedError
+from statebed_chaos.faults.base import FaultContext
+from statebed_chaos.faults.process_faults import tree_of
 from statebed_chaos.targets import IdentityMismatch
 from statebed_chaos.targets import k8s as k8s_targets
 from statebed_chaos.targets.k8s import API_CALLS, EXECUTOR_MAINS, K8sForbidden, K8sTargets
@@ -144,25 +149,72 @@ def test_executors_are_running_pods_by_label_and_the_target_is_the_jvm_not_tini(
     assert len(fake.calls) == 1  # the JVM of a pod is looked up once
 
 
-def test_sigkill_deletes_the_pod_at_once_with_its_uid_as_precondition(pool: FakePool) -> None:
+def test_sigkill_of_an_executor_kills_its_jvm_in_the_container_and_deletes_nothing(pool: FakePool) -> None:
+    """The JVM dies by SIGKILL (start time checked first); its container ends and Spark's pod watch
+    sees the pod fail. A deleted pod would vanish from the API, which Spark notices only at its next
+    full poll (seen on a real cluster: the executor was never removed within the run)."""
     _with_pods(pool, _pod("exec-1", "u1"))
-    pool.answers[("DELETE", f"/api/v1/namespaces/{NS}/pods/exec-1")] = (200, _pod("exec-1", "u1"))
-    targets = _targets(pool, FakeExec(PROCS))
+    fake = FakeExec(PROCS)
+    targets = _targets(pool, fake)
     (ex,) = targets.find("executor")
     targets.kill(ex, signal.SIGKILL)
-    delete = pool.requests[-1]
-    assert delete["method"] == "DELETE" and delete["path"] == f"/api/v1/namespaces/{NS}/pods/exec-1"
-    assert delete["body"]["gracePeriodSeconds"] == 0 and delete["body"]["preconditions"] == {"uid": "u1"}
+    assert fake.calls[-1][3][2] == 'test "$(cut -d" " -f22 /proc/14/stat 2>/dev/null)" = "105" || exit 3; exec kill -KILL 14'
+    assert not [r for r in pool.requests if r["method"] == "DELETE"]
+
+
+def test_a_killed_executors_tree_holds_only_the_python_workers_of_its_own_pod(pool: FakePool) -> None:
+    """Every pod has its own PID namespace, so both JVMs are PID 14: the tree of exec-1's JVM must
+    not take exec-2's workers (on a real cluster it did, and kill-executor hit the other executor)."""
+    _with_pods(pool, _pod("exec-1", "u1"), _pod("exec-2", "u2", exec_id="2", ip="10.244.0.8"))
+    targets = _targets(pool, FakeExec(PROCS))
+    ex1 = next(t for t in targets.find("executor") if t.attrs["pod"] == "exec-1")
+    tree = tree_of(cast(FaultContext, SimpleNamespace(targets=targets)), ex1)
+    assert [t.pid for t in tree] == [14, 30, 31] and {t.attrs["pod"] for t in tree} == {"exec-1"}
 
 
 @pytest.mark.parametrize("status", [404, 409])
-def test_a_pod_gone_or_replaced_is_an_identity_mismatch(pool: FakePool, status: int) -> None:
+def test_a_driver_pod_gone_or_replaced_is_an_identity_mismatch(pool: FakePool, status: int) -> None:
+    driver = _pod("statebed-driver-x7", "d1")
+    driver["metadata"]["labels"] = {"statebed.io/target": "driver"}
+    _with_pods(pool, driver)
+    pool.answers[("DELETE", f"/api/v1/namespaces/{NS}/pods/statebed-driver-x7")] = (status, _status(status))
+    targets = _targets(pool, FakeExec(PROCS))
+    (d,) = targets.find("driver")
+    with pytest.raises(IdentityMismatch, match="no longer exists" if status == 404 else "was replaced"):
+        targets.kill(d)
+
+
+def test_an_exec_refused_at_its_handshake_because_the_pod_is_gone_is_an_identity_mismatch(pool: FakePool) -> None:
+    """kill-executor deletes the pod, then signals its Python workers: their exec meets the
+    WebSocket handshake's 404 (status 0 in the client's exception, as a real API server answered)."""
     _with_pods(pool, _pod("exec-1", "u1"))
-    pool.answers[("DELETE", f"/api/v1/namespaces/{NS}/pods/exec-1")] = (status, _status(status))
     targets = _targets(pool, FakeExec(PROCS))
     (ex,) = targets.find("executor")
-    with pytest.raises(IdentityMismatch, match="no longer exists" if status == 404 else "was replaced"):
-        targets.kill(ex)
+
+    def gone(*_: Any) -> tuple[int, str]:
+        raise ApiException(status=0, reason="Handshake status 404 Not Found -+-+- {'audit-id': 'x'} -+-+- b'not found'")
+
+    targets.exec_fn = gone
+    with pytest.raises(IdentityMismatch, match="no longer exists"):
+        targets.pause(ex)
+
+
+def test_an_exec_the_runtime_could_not_start_is_tried_again_with_the_identity_check(
+    pool: FakePool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(k8s_targets.time, "sleep", lambda _s: None)  # the backoff between tries: nothing to wait for here
+    _with_pods(pool, _pod("exec-1", "u1"))
+    fake = FakeExec(PROCS)
+    targets = _targets(pool, fake)
+    (ex,) = targets.find("executor")
+    fake.rc = k8s_targets.EXEC_NOT_STARTED
+    with pytest.raises(StatebedError, match="could not start sh"):
+        targets.pause(ex)
+    tries = [c for c in fake.calls if c[3][0] == "sh"]
+    assert len(tries) == k8s_targets.EXEC_TRIES and all("-f22 /proc/14/stat" in c[3][2] for c in tries)
+    fake.rc = 0
+    targets.pause(ex)  # a start that works is not retried
+    assert len([c for c in fake.calls if c[3][0] == "sh"]) == k8s_targets.EXEC_TRIES + 1
 
 
 def test_forbidden_names_the_missing_permission(pool: FakePool) -> None:
@@ -236,7 +288,9 @@ def test_driver_pods_are_found_by_the_driver_selector_and_killed_by_deletion(poo
     (d,) = targets.find("driver")
     assert pool.requests[0]["query"]["labelSelector"] == "statebed.io/target=driver"
     targets.kill(d)  # the Job replaces the pod: a driver restart
-    assert pool.requests[-1]["body"]["preconditions"] == {"uid": "d1"}
+    delete = pool.requests[-1]
+    assert delete["method"] == "DELETE" and delete["path"] == f"/api/v1/namespaces/{NS}/pods/statebed-driver-x7"
+    assert delete["body"]["gracePeriodSeconds"] == 0 and delete["body"]["preconditions"] == {"uid": "d1"}
 
 
 @pytest.mark.parametrize("main", EXECUTOR_MAINS)
@@ -256,7 +310,7 @@ def test_api_calls_table_names_every_kubernetes_call_the_chaos_backend_makes() -
     """A CoreV1Api method called in targets/k8s.py or k8s_backend.py without a row in API_CALLS fails here
     (the rows are what tests/k8s/test_rbac.py holds the chart's Role to)."""
     called = set()
-    for module in (Path(k8s_targets.__file__), ROOT / "chaos" / "statebed_chaos" / "k8s_backend.py"):
+    for module in (Path(k8s_targets.__file__), ROOT / "src" / "statebed_chaos" / "k8s_backend.py"):
         for node in ast.walk(ast.parse(module.read_text())):
             if (
                 isinstance(node, ast.Attribute)

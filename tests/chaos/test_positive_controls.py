@@ -59,14 +59,14 @@ def on(job: InProcessJob, executor: str) -> Schedule:
     return schedule
 
 
-@pytest.mark.parametrize("mode", ["v1", "v2"])
-def test_a_zombie_overwrite_the_final_state_hides_is_caught_at_its_version(tmp_path: Path, mode: str) -> None:
+@pytest.mark.parametrize("format", ["v1", "v2"])
+def test_a_zombie_overwrite_the_final_state_hides_is_caught_at_its_version(tmp_path: Path, format: str) -> None:
     """Batch 1's zombie (attempt 1, executor Z) overwrites V1's `2.changelog`; batches 2-3 run on
     Z, which goes on from the zombie's state, so the final state agrees with the last outputs.
     Batch 1's output is attempt 0's: the state loaded from `2.changelog` contradicts it. V2
     names the zombie's file apart: the committed lineage is attempt 0's, valid."""
     opts = JobOptions(
-        workload="sample3", mode=mode, batches=4, partitions=1, rows_per_batch=400, keyspace=20, snapshot_interval=100, seed=7
+        workload="sample3", format=format, batches=4, partitions=1, rows_per_batch=400, keyspace=20, snapshot_interval=100, seed=7
     )
     job = InProcessJob(tmp_path / "run", opts)
     job.batch(0, schedule=on(job, "W"))
@@ -74,7 +74,7 @@ def test_a_zombie_overwrite_the_final_state_hides_is_caught_at_its_version(tmp_p
     for b in (2, 3):
         job.batch(b, schedule=on(job, "Z"))
     report = verify_state(job.run.root)
-    if mode == "v2":
+    if format == "v2":
         assert report.valid is True, report.anomalies
         return
     assert report.valid is False, report.anomalies
@@ -87,7 +87,7 @@ def test_each_spark_controls_pinned_seed_makes_the_two_attempts_diverge(tmp_path
     """The zombie's state differs from the winner's output for that seed: the overwrite is observable."""
     seed, partitions, rows, keyspace, batch, partition = CONTROLS[control]
     opts = JobOptions(
-        workload="sample3", mode="v1", batches=batch + 1, partitions=partitions, rows_per_batch=rows, keyspace=keyspace, seed=seed
+        workload="sample3", format="v1", batches=batch + 1, partitions=partitions, rows_per_batch=rows, keyspace=keyspace, seed=seed
     )
     job = InProcessJob(tmp_path / "run", opts)
     for b in range(batch):
@@ -104,7 +104,9 @@ def test_an_earlier_version_whose_file_does_not_decode_is_an_anomaly_one_that_is
     """A committed version whose changelog is there but cut short (a close that never finished)
     cannot be restored: the state verifier says so. One whose files are gone (retention) is
     not judged, and says that instead."""
-    opts = JobOptions(workload="sample3", mode="v1", batches=4, partitions=1, rows_per_batch=400, keyspace=20, snapshot_interval=2, seed=7)
+    opts = JobOptions(
+        workload="sample3", format="v1", batches=4, partitions=1, rows_per_batch=400, keyspace=20, snapshot_interval=2, seed=7
+    )
     job = InProcessJob(tmp_path / "run", opts)
     for b in range(4):
         job.batch(b, schedule=on(job, "W"))

@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from statebed_base.errors import UsageError
 from statebed_base.processes import ProcessIdentity
-
 from statebed_chaos.faults import Fault, FaultContext, FaultSpec, NotApplicable, Trigger, fault_class
 from statebed_chaos.faults.process_faults import add_term, choose_executor, held_in_plugin, remove_term
 from statebed_chaos.targets import KINDS, LocalTargets, Target, Targets
@@ -38,11 +38,11 @@ PAUSED_AFTER_COPY = "app-20261123115904-0000"  # executor 0 paused; task 20 (exe
 LOST = "app-20261123115418-0000"  # executor 0 lost; task 0 attempt 0 ExecutorLostFailure
 
 
-def context(tmp_path: Path, mode: str = "v2", cluster: str = "standalone") -> FaultContext:
+def context(tmp_path: Path, format: str = "v2", cluster: str = "standalone") -> FaultContext:
     run = tmp_path / "run"
     return FaultContext(
         run=RunDir(run),
-        mode=mode,
+        format=format,
         cluster=cluster,
         targets=LocalTargets(run),
         control=Control(run / "failpoints" / "control.json"),
@@ -204,13 +204,13 @@ def test_slow_attempt_arms_a_filtered_delay_and_is_proven_by_its_firing(tmp_path
         f.check("native", "standalone", "local")
 
 
-@pytest.mark.parametrize(("mode", "target"), [("native-v1", {"attempt": 0}), ("native-v2", {})])
-def test_slow_attempt_on_spark_s_store_delays_the_changelog_close(tmp_path: Path, mode: str, target: dict[str, int]) -> None:
+@pytest.mark.parametrize(("format", "target"), [("native-v1", {"attempt": 0}), ("native-v2", {})])
+def test_slow_attempt_on_spark_s_store_delays_the_changelog_close(tmp_path: Path, format: str, target: dict[str, int]) -> None:
     """Spark's store has no task points: the attempt is held at its changelog's close in its
     commit. V2 closes it on a pool thread with no task context, so no attempt is named there."""
-    ctx = context(tmp_path, mode=mode)
+    ctx = context(tmp_path, format=format)
     f = fault("slow-attempt", batch=2, partition=1, ms=2000, when="after")
-    f.check(mode, "standalone", "local")
+    f.check(format, "standalone", "local")
     f.prepare(ctx)
     want = {"batch": 2, "partition": 1, **target}
     term = "[" + ",".join(f"{k}={v}" for k, v in want.items()) + "]1*delay(2000)"
@@ -225,7 +225,7 @@ def test_slow_attempt_on_spark_s_store_delays_the_changelog_close(tmp_path: Path
     f.heal(ctx)
     assert ctx.control.read()["points"] == {}
     with pytest.raises(NotApplicable, match="native: when: after"):
-        fault("slow-attempt", when="before").check(mode, "standalone", "local")
+        fault("slow-attempt", when="before").check(format, "standalone", "local")
 
 
 class _Executors(Targets):
@@ -252,7 +252,7 @@ def test_a_native_pause_aims_at_the_executor_a_plugin_delay_of_the_batch_holds(t
     a delay (or an unreleased hold) of the trigger batch now; an ended one, another batch's, or a
     process that is no executor is not aimed at. As a straggler (pause-executor), only once
     another partition's state of the batch is in Spark's checkpoint: before, Spark can copy nothing."""
-    ctx = replace(context(tmp_path, mode="native-v2"), targets=_Executors(5001, 5002))
+    ctx = replace(context(tmp_path, format="native-v2"), targets=_Executors(5001, 5002))
     pause = fault("pause-executor", batch=2, for_s=8)
     assert held_in_plugin(ctx, 2) is None
     fire(ctx, "native.changelog.upload", "delay(60000)", {"batch": 1, "partition": 0}, pid=5001)  # another batch
@@ -335,7 +335,7 @@ def test_restart_driver_needs_the_exit_firing_and_a_restarted_driver_in_the_hist
         f.check("native", "standalone", "local")
     native = fault("restart-driver")
     native.check("native", "local", "local")  # native defaults to at-trigger
-    assert native.evidence(context(tmp_path / "n", mode="native")).fired is False
+    assert native.evidence(context(tmp_path / "n", format="native")).fired is False
 
 
 # -- injected into real runs (Spark) ----------------------------------------------------------------
@@ -352,7 +352,7 @@ class Run:
     def __init__(self, ctx: FaultContext, faults: list[Fault], *args: str) -> None:
         self.ctx, self.faults, self.args = ctx, faults, list(args)
         for f in faults:
-            f.check(ctx.mode, ctx.cluster, "local")
+            f.check(ctx.format, ctx.cluster, "local")
             f.prepare(ctx)
         self.proc = self.start()
 
@@ -496,7 +496,7 @@ def test_restart_driver_before_the_commit_log_then_resume(tmp_path: Path) -> Non
 def test_restart_driver_at_the_trigger_kills_a_native_driver_then_resume(tmp_path: Path) -> None:
     """Native Spark: SIGKILL the driver and its JVM once batch 1 has started; `--resume`
     continues the query from Spark's own checkpoint and the run verifies."""
-    ctx = context(tmp_path, mode="native", cluster="local")
+    ctx = context(tmp_path, format="native", cluster="local")
     restart = fault("restart-driver", batch=1)
     run = Run(ctx, [restart], "--native", "--batches", "3", *LOCAL)
     facts = run.inject(restart)

@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
-from statebed_base.errors import UsageError
 from test_process_faults import context, fault, fire, injected
 
+from statebed_base.errors import UsageError
 from statebed_chaos.faults import Evidence, Fault, FaultContext, FaultSpec, NotApplicable, Trigger
 from statebed_chaos.nemesis import Nemesis
 from statebed_model.rewind_journal import new_journal
@@ -53,7 +53,7 @@ def test_diverge_is_armed_before_the_first_driver_and_disarmed_by_heal(tmp_path:
     assert ctx.control.read()["points"] == {"task.load.after": "[batch=3,partition=0,attempt=0]1*error"}
     f.heal(ctx)
     assert ctx.control.read()["points"] == {}
-    fault("rewind-reprocess", batch=4).prepare(native := context(tmp_path / "n", mode="native"))
+    fault("rewind-reprocess", batch=4).prepare(native := context(tmp_path / "n", format="native"))
     assert not native.control.path.exists()  # native: nothing armed
 
 
@@ -88,7 +88,7 @@ def test_evidence_needs_kill_rewind_recommit_firings_and_a_restarted_driver(tmp_
 
 
 def test_native_evidence_needs_no_firings(tmp_path: Path) -> None:
-    ctx = context(tmp_path, mode="native")
+    ctx = context(tmp_path, format="native")
     f = fault("rewind-reprocess", batch=4)
     injected(ctx, f, {"signal": "SIGKILL"})
     rewind_by_hand(ctx.run.root)

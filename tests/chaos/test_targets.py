@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from statebed_base.errors import UsageError
 from statebed_base.processes import identify
-
 from statebed_chaos.faults import FaultContext, FaultSpec, Trigger, fault_class
 from statebed_chaos.targets import IdentityMismatch, LocalTargets
 from statebed_model.attempts import write_end, write_start
@@ -41,9 +41,9 @@ def state(pid: int) -> str:
 
 def test_registered_server_is_found_paused_resumed_and_killed(tmp_path: Path, sleeper: subprocess.Popen[bytes]) -> None:
     targets = LocalTargets(tmp_path / "run")
-    targets.register("s3", sleeper.pid, name="seaweedfs")
+    targets.register("s3", sleeper.pid, name="minio")
     assert targets.find("proxy") == [] and targets.find("s3", name="other") == []
-    [s3] = targets.find("s3", name="seaweedfs", host="127.0.0.1")
+    [s3] = targets.find("s3", name="minio", host="127.0.0.1")
     assert s3.pid == sleeper.pid and targets.alive(s3)
     targets.pause(s3)
     wait_for("SIGSTOP", lambda: state(sleeper.pid) == "T")
@@ -137,9 +137,9 @@ def test_executors_and_python_workers_come_from_the_cluster_state_and_the_proces
     assert targets.find("python-worker", role="worker") == [] and targets.alive(executor)
 
 
-@pytest.mark.parametrize("mode", ["v2", "native"])
+@pytest.mark.parametrize("format", ["v2", "native"])
 def test_kill_executor_aims_at_a_live_executor_once_the_trigger_batch_is_over(
-    tmp_path: Path, spark_like_tree: tuple[Path, int], mode: str
+    tmp_path: Path, spark_like_tree: tuple[Path, int], format: str
 ) -> None:
     """Tiny batches: the trigger batch's state tasks ran for 5 ms and ended before the inject
     began, so no running attempt will ever show. The fault must not wait for one until the run
@@ -155,11 +155,11 @@ def test_kill_executor_aims_at_a_live_executor_once_the_trigger_batch_is_over(
     doc = {"master_url": "spark://127.0.0.1:1", "master_pid": os.getpid(), "master_web": "http://127.0.0.1:1", "workers": [worker]}
     (run / "cluster" / "cluster.json").write_text(json.dumps(doc))
     ctx = FaultContext(
-        RunDir(run), mode, "standalone", LocalTargets(run), Control(run / "failpoints" / "control.json"), History(tmp_path / "h.jsonl")
+        RunDir(run), format, "standalone", LocalTargets(run), Control(run / "failpoints" / "control.json"), History(tmp_path / "h.jsonl")
     )
-    for p in (0, 1) if mode == "v2" else ():
+    for p in (0, 1) if format == "v2" else ():
         write_end(run / "attempts", write_start(run / "attempts", batch=2, partition=p, attempt=0), "ok")
-    for d in ("offsets", "commits") if mode == "v2" else ("offsets",):
+    for d in ("offsets", "commits") if format == "v2" else ("offsets",):
         (ctx.spark_checkpoint / d).mkdir(parents=True, exist_ok=True)
         (ctx.spark_checkpoint / d / "2").write_text("v1\n{}\n")
     [executor] = ctx.targets.find("executor")

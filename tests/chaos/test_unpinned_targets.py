@@ -12,8 +12,8 @@ import time
 from pathlib import Path
 
 import pytest
-from statebed_base.processes import ProcessIdentity, identify_started
 
+from statebed_base.processes import ProcessIdentity, identify_started
 from statebed_chaos.driver_process import DriverProcess
 from statebed_chaos.targets import IdentityMismatch, LocalTargets, Target
 

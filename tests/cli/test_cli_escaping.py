@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 from checkpoint_helpers import STORE, run_cli, write_versions
-from statebed_base.names import printable
 
+from statebed_base.names import printable
 from statebed_store import SnapshotUploader, StoreOptions, open_storage
 
 Capsys = pytest.CaptureFixture[str]

@@ -17,9 +17,9 @@ import pyarrow as pa
 import pytest
 from checkpoint_helpers import run_cli, write_versions
 from job_helpers import InProcessJob
+
 from statebed_base.entry import exit_code
 from statebed_base.errors import BaseIdMismatchError, InjectedFault, ProtocolViolationError, QueryFailedError
-
 from statebed_job.config import JobOptions
 from statebed_job.task import TaskResult, TaskSpec, run_partition
 from statebed_store import SnapshotUploader, Storage, StoreOptions, failpoints

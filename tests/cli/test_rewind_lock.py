@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 from checkpoint_helpers import run_cli, tree_hash
+
 from statebed_base.errors import CheckpointLockedError
 from statebed_base.procfs import stat
-
 from statebed_store import failpoints
 from statebed_store.checkpoint_lock import LOCK_NAME, Holder, lock_checkpoint
 from statebed_store.failpoint_control import Control

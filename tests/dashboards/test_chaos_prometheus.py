@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 from process_helpers import assert_no_process_left
-from statebed_base.processes import ProcessIdentity
 
+from statebed_base.processes import ProcessIdentity
 from statebed_load.prometheus import query, serve_tsdb
 
 pytestmark = pytest.mark.slow

@@ -1,5 +1,5 @@
 """The dashboard proven on data: one real short load run with a fault (`statebed load run
---experiment ... --prometheus`: SeaweedFS behind the proxy, a latency toxic in the middle), then
+--experiment ... --prometheus`: MinIO behind the proxy, a latency toxic in the middle), then
 every PromQL expression of the shipped dashboard JSON evaluated against that run's real
 Prometheus (its TSDB served again from the run directory). One run, shared by every test."""
 
@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 import yaml
 from process_helpers import assert_no_process_left
-from statebed_base.processes import ProcessIdentity
 
+from statebed_base.processes import ProcessIdentity
 from statebed_load.prometheus import query, query_range, serve_tsdb
 from statebed_verify.history import read_history
 

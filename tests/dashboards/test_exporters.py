@@ -1,4 +1,4 @@
-"""The metrics the dashboard needs that no component served before: the proxy's /metrics, the
+"""The metrics the dashboard needs that no component served before: Toxiproxy's /metrics, the
 run exporter (Locust's stats, the verdict, the ingest->commit histogram), and --prometheus's
 refusals (a missing server, a directory a run did not claim)."""
 
@@ -6,17 +6,20 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import urllib.request
 from pathlib import Path
 
 import pytest
+from net_helpers import connect, echo_server, wait_for
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
-from proxy_helpers import connect, echo_server, proxy_api, recv_all
-from statebed_base.errors import UsageError
 
+from statebed_base.errors import UsageError
+from statebed_chaos.infra.proxy import start_proxy
+from statebed_chaos.infra.services import toxiproxy_client
 from statebed_load.prometheus import RunExporter, discover, prometheus_for_run, render_config, write_latency_histogram
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -26,19 +29,33 @@ def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
     return {(s.name, tuple(sorted(s.labels.items()))): s.value for f in text_string_to_metric_families(text) for s in f.samples}
 
 
-def test_proxy_serves_toxics_and_their_acts_as_prometheus_metrics(tmp_path: Path) -> None:
-    with echo_server() as upstream, proxy_api(tmp_path / "record.jsonl") as (server, client):
-        proxy = client.create(upstream=upstream, name="s3", listen="127.0.0.1:0")
-        proxy.add_toxic(type="latency", stream="downstream", attributes={"latency": 10})
-        with connect(proxy.listen) as s:
-            s.sendall(b"ping")
-            s.shutdown(1)
-            assert recv_all(s) == b"ping"
-        with urllib.request.urlopen(f"{server.url}/metrics", timeout=5) as r:
-            got = samples(r.read().decode())
-    labels = (("proxy", "s3"), ("stream", "downstream"), ("type", "latency"))
-    assert got[("statebed_proxy_toxics", labels)] == 1
-    assert got[("statebed_proxy_toxic_acts_total", labels)] >= 1
+def test_toxiproxy_serves_bytes_per_proxy_and_direction_as_prometheus_metrics(tmp_path: Path) -> None:
+    """The real Toxiproxy as experiments start it (`-proxy-metrics`): what the dashboard's proxy panel reads."""
+    toxiproxy = start_proxy(tmp_path / "toxiproxy")
+    try:
+        with echo_server() as upstream:
+            proxy = toxiproxy_client(toxiproxy.api).create(upstream=upstream, name="s3", listen="127.0.0.1:0")
+            proxy.add_toxic(type="latency", stream="downstream", attributes={"latency": 10})
+            with connect(proxy.listen) as sock:
+                sock.sendall(b"ping")  # no half-close: Toxiproxy ends the link at the client's FIN, maybe before the echo
+                assert sock.recv(4, socket.MSG_WAITALL) == b"ping"
+            # Toxiproxy counts a chunk once it passed both ends: wait for the counters, not a clock
+            got = wait_for(lambda: _counted(toxiproxy.api, want=4), timeout_s=20)
+    finally:
+        toxiproxy.stop()
+    assert (
+        got[("toxiproxy_proxy_received_bytes_total", "upstream")] == 4 and got[("toxiproxy_proxy_sent_bytes_total", "downstream")] == 4
+    ), got
+
+
+def _counted(api: str, want: int) -> dict[tuple[str, str | None], float] | None:
+    """Toxiproxy's byte counters of proxy "s3" by (metric, direction), once both directions reached `want`."""
+    with urllib.request.urlopen(f"{api}/metrics", timeout=5) as r:
+        text = r.read().decode()
+    got = {(name, dict(labels).get("direction")): v for (name, labels), v in samples(text).items() if dict(labels).get("proxy") == "s3"}
+    received = got.get(("toxiproxy_proxy_received_bytes_total", "upstream"), 0)
+    sent = got.get(("toxiproxy_proxy_sent_bytes_total", "downstream"), 0)
+    return got if received >= want and sent >= want else None
 
 
 def test_run_exporter_serves_locust_stats_verdict_and_latency_histogram(tmp_path: Path) -> None:
@@ -69,7 +86,10 @@ def test_targets_are_discovered_from_what_the_run_publishes(tmp_path: Path) -> N
     (tmp_path / "logs").mkdir()
     (tmp_path / "logs" / "ingest.ready.json").write_text('{"pid": 1, "url": "http://127.0.0.1:4002"}')
     (tmp_path / "infra" / "proxy").mkdir(parents=True)
-    (tmp_path / "infra" / "proxy" / "proxy.log").write_text("statebed proxy: API on http://127.0.0.1:4003, record x\n")
+    (tmp_path / "infra" / "proxy" / "toxiproxy.log").write_text(
+        '{"level":"info","version":"2.12.0","caller":"server.go:78","message":"Starting Toxiproxy"}\n'
+        '{"level":"info","address":"127.0.0.1:4003","caller":"api.go:57","time":"2026-11-28T06:09:49Z","message":"Starting Toxiproxy HTTP server"}\n'
+    )
     assert discover(tmp_path) == {
         "driver": {"127.0.0.1:4001": "faulted"},
         "ingest": {"127.0.0.1:4002": ""},

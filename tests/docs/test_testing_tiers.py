@@ -83,7 +83,7 @@ def test_the_makefile_runs_the_tiers_as_the_page_says() -> None:
     suite = re.search(r"^test:.*\n\t@\$\(MAKE\) .*-j2 .*check k8s-check jvm\n\t(.+)\n\t(.+)$", make, re.M)
     assert suite is not None, "make test runs two pytest stages"
     fast, spark = suite.groups()
-    assert '-n 2 --ignore=tests/k8s -m "not slow and not e2e"' in fast and "suite-fast" in fast
+    assert '-n 2 --ignore=tests/k8s --ignore=tests/kube -m "not slow and not e2e"' in fast and "suite-fast" in fast
     assert '-m "slow and not e2e" --durations=25' in spark and "-n " not in spark and "suite-spark" in spark
     e2e = re.search(r"^e2e:.*\n\t(.+)$", make, re.M)
     assert e2e is not None and "-m e2e" in e2e.group(1) and "--e2e-state=$(E2E_STATE)" in e2e.group(1)

@@ -14,16 +14,9 @@ from typing import Any
 import pyspark
 import yaml
 
+from statebed_base.installed import pins
+
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def pins() -> dict[str, str]:
-    out = {}
-    for line in (ROOT / "install" / "versions.env").read_text().splitlines():
-        if line.strip() and not line.lstrip().startswith("#"):
-            key, _, value = line.partition("=")
-            out[key.strip()] = value.strip()
-    return out
 
 
 def chart() -> dict[str, Any]:
@@ -41,6 +34,15 @@ def test_the_built_minio_is_not_older_than_the_charts_image() -> None:
     assert "".join(image.groups()) <= built.group(1)
 
 
+def test_the_kube_up_profile_tags_the_images_built_here_by_their_pins() -> None:
+    """statebed_chaos.infra.kube.images tags the scratch images by the pins; the profile must name the same."""
+    profile = yaml.safe_load((ROOT / "charts" / "statebed" / "values-kube-up.yaml").read_text())
+    assert profile["minio"]["image"]["tag"] == pins()["MINIO_VERSION"]
+    assert profile["minio"]["mcImage"]["tag"] == pins()["MC_VERSION"]
+    assert profile["toxiproxy"]["image"]["tag"] == pins()["TOXIPROXY_VERSION"]
+    assert all(i["digest"] == "" for i in (profile["minio"]["image"], profile["minio"]["mcImage"], profile["toxiproxy"]["image"]))
+
+
 def test_hadoop_aws_is_the_hadoop_pyspark_ships() -> None:
     jars = Path(pyspark.__file__).parent / "jars"
     shipped = {m.group(1) for j in jars.glob("hadoop-client-api-*.jar") if (m := re.search(r"-(\d+\.\d+\.\d+)\.jar$", j.name))}
@@ -56,3 +58,22 @@ def test_every_pin_the_scripts_read_is_in_the_file() -> None:
             used |= set(re.findall(r"\b([A-Z][A-Z0-9_]*_VERSION)\b", script.read_text()))
     assert {"MINIO_VERSION", "TOXIPROXY_VERSION", "HADOOP_AWS_VERSION"} <= names
     assert used <= names, used - names
+
+
+def _go_mod(name: str) -> str:
+    return (ROOT / "install" / "kube" / name / "go.mod").read_text()
+
+
+def test_the_kubernetes_wrapper_builds_the_pinned_release_with_its_own_staging_modules() -> None:
+    """k8s.io/kubernetes v1.M.P needs each staging module k8s.io/<m> at v0.M.P (what its ./staging
+    holds); a pin changed in versions.env without the wrapper would build a mix."""
+    ver = pins()["KUBERNETES_VERSION"]
+    mod = _go_mod("kubernetes")
+    assert re.search(rf"^(require )?\s*k8s\.io/kubernetes {re.escape(ver)}$", mod, re.M), "go.mod does not require the pinned release"
+    staging = re.findall(r"^\s*(k8s\.io/[\w.-]+) => (k8s\.io/[\w.-]+) (v\S+)$", mod, re.M)
+    assert len(staging) >= 30  # the release's staging modules (31 in 1.35)
+    assert {(a == b, v) for a, b, v in staging} == {(True, "v0." + ver.removeprefix("v1."))}
+
+
+def test_the_etcd_wrapper_builds_the_pinned_release() -> None:
+    assert re.search(rf"^require go\.etcd\.io/etcd/server/v3 {re.escape(pins()['ETCD_VERSION'])}$", _go_mod("etcd"), re.M)

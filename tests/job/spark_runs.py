@@ -15,7 +15,7 @@ from statebed_job.cluster import StandaloneCluster
 from statebed_model.rundir import RunDir
 
 STATEBED = [sys.executable, "-m", "statebed_cli.main"]
-# What job/statebed_job/task.py logs (executor stderr) when `--slow-task`'s attempt 0 has
+# What src/statebed_job/task.py logs (executor stderr) when `--slow-task`'s attempt 0 has
 # committed and starts its sleep: the one moment a test knows which executor runs which task.
 SLOW_TASK_MARKER = "slow task (--slow-task): sleeping after commit"
 T = TypeVar("T")

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from process_helpers import listening_ports
 from spark_runs import STATEBED, statebed
-from statebed_base.processes import identify_started
 
+from statebed_base.processes import identify_started
 from statebed_cli.main import main
 from statebed_job.cluster import MASTER_CLASS, WORKER_CLASS, StandaloneCluster
 

@@ -1,5 +1,5 @@
 """The options every JVM statebed starts gets: a class-data archive when one matches, and
-STATEBED_JAVA_OPTS (job/statebed_job/jvm_startup.py). Spark-free: the confs and the daemons' env."""
+STATEBED_JAVA_OPTS (src/statebed_job/jvm_startup.py). Spark-free: the confs and the daemons' env."""
 
 from __future__ import annotations
 
@@ -51,15 +51,15 @@ def test_each_extra_classpath_has_its_own_archive(cds_dir: Path) -> None:
 
 def test_driver_and_executors_get_the_archive_of_their_classpath(cds_dir: Path, tmp_path: Path) -> None:
     plain = _archive()
-    conf = spark_conf(JobOptions(mode="v2"), RunDir(tmp_path / "run"), "local[2]")
+    conf = spark_conf(JobOptions(format="v2"), RunDir(tmp_path / "run"), "local[2]")
     assert conf["spark.driver.extraJavaOptions"].startswith("-Dderby.system.home=")  # statebed's own options stay first
     for role in ("driver", "executor"):
         assert conf[f"spark.{role}.extraJavaOptions"].endswith(f"-XX:SharedArchiveFile={plain} -Xlog:cds*=off")
-    native = spark_conf(JobOptions(mode="native-v2"), RunDir(tmp_path / "native"), "local[2]")
+    native = spark_conf(JobOptions(format="native-v2"), RunDir(tmp_path / "native"), "local[2]")
     assert native["spark.driver.extraClassPath"] == str(jar_path())
     assert "SharedArchiveFile" not in native["spark.driver.extraJavaOptions"]  # the plug-in's classpath has no archive here
     with_jar = _archive(str(jar_path()))
-    native = spark_conf(JobOptions(mode="native-v2"), RunDir(tmp_path / "native"), "local[2]")
+    native = spark_conf(JobOptions(format="native-v2"), RunDir(tmp_path / "native"), "local[2]")
     assert native["spark.executor.extraJavaOptions"].endswith(f"-XX:SharedArchiveFile={with_jar} -Xlog:cds*=off")
 
 

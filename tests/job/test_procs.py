@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from statebed_base.processes import IdentityMismatch, ProcessIdentity, identify, identify_started, run_to_end, send_signal, stop_all, track
 
 STUBBORN = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('ready', flush=True); time.sleep(600)"

@@ -7,8 +7,8 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 from job_helpers import InProcessJob
-from statebed_base.errors import UsageError
 
+from statebed_base.errors import UsageError
 from statebed_job.config import JobOptions
 from statebed_job.task import TaskResult, TaskSpec, run_partition
 
@@ -45,6 +45,6 @@ def test_default_seed_is_drawn_saved_and_validated() -> None:
     drawn = [JobOptions().seed for _ in range(3)]
     assert all(isinstance(s, int) for s in drawn) and len(set(drawn)) > 1
     opts = JobOptions(seed=7)
-    assert opts.to_json()["seed"] == 7 and JobOptions(**opts.to_json()).seed == 7  # run.json round trip (resume)
+    assert opts.to_json()["seed"] == 7 and JobOptions.from_json(opts.to_json()).seed == 7  # run.json round trip (resume)
     with pytest.raises(UsageError, match="^seed must be"):
         JobOptions(seed=-1)

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from statebed_base.errors import CorruptFileError, MissingFileError
 
+from statebed_base.errors import CorruptFileError, MissingFileError
 from statebed_model.records import records_for
 from statebed_model.sources import GeneratedSource, batch_source_files, source_log
 from statebed_store.storage import LocalStorage

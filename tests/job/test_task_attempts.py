@@ -16,8 +16,8 @@ import pyarrow as pa
 import pytest
 from job_helpers import InProcessJob
 from spark_runs import statebed, summary
-from statebed_base.errors import InjectedFault
 
+from statebed_base.errors import InjectedFault
 from statebed_job.config import JobOptions
 from statebed_job.task import TaskResult, TaskSpec, run_partition
 from statebed_model.attempts import AttemptRecord, read_attempts

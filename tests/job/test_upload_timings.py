@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 from job_helpers import InProcessJob
-from statebed_base.errors import UsageError
 
+from statebed_base.errors import UsageError
 from statebed_job.config import JobOptions
 from statebed_store.storage.hedge import shared_state
 

@@ -10,8 +10,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from statebed_base.errors import UsageError
 
+from statebed_base.errors import UsageError
+from statebed_base.installed import installed
 from statebed_job import jvm_plugin
 from statebed_store import failpoints
 
@@ -146,6 +147,42 @@ def test_plugin_confs_load_the_manager_and_the_filesystem(tmp_path: Path) -> Non
     assert conf["spark.hadoop.fs.file.impl.disable.cache"] == "true"
     assert conf["spark.jars"] == str(jvm_plugin.jar_path())
     assert conf["spark.hadoop.statebed.failpoints.control"] == str(tmp_path / "failpoints" / "control.json")
+
+
+@pytest.mark.s3
+def test_s3a_runs_load_the_s3a_twins_beside_the_core_jar(tmp_path: Path) -> None:
+    """The S3A jar holds the cloud manager and S3A with the SST point, links against the installer's
+    jars (javap resolves their supertypes), and an s3a run's confs name the manager asked for."""
+    jar = jvm_plugin.build_s3a()
+    names = set(zipfile.ZipFile(jar).namelist())
+    assert {"statebed/FailpointAbortableCheckpointFileManager.class", "statebed/FailpointS3AFileSystem.class"} <= names
+    cp = f"{jar}:{jvm_plugin.build()}:{installed('s3a')}/*:{jvm_plugin.pyspark_jars()}/*"
+    done = subprocess.run(
+        ["javap", "-cp", cp, "statebed.FailpointAbortableCheckpointFileManager"], capture_output=True, text=True, timeout=120
+    )
+    assert "extends org.apache.spark.internal.io.cloud.AbortableStreamBasedCheckpointFileManager" in done.stdout, done.stderr
+    control = tmp_path / "control.json"
+    conf = jvm_plugin.plugin_confs(control, s3a=True, manager="abortable")
+    assert conf["spark.sql.streaming.checkpointFileManagerClass"] == "statebed.FailpointAbortableCheckpointFileManager"
+    assert conf["spark.hadoop.fs.s3a.impl"] == "statebed.FailpointS3AFileSystem"
+    assert conf["spark.jars"].split(",") == [str(jvm_plugin.build()), str(jar)]
+    assert conf["spark.executor.extraClassPath"] == f"{jvm_plugin.build()}:{jar}"
+    rename = jvm_plugin.plugin_confs(control, s3a=True)
+    assert rename["spark.sql.streaming.checkpointFileManagerClass"] == jvm_plugin.MANAGER_CLASS
+    assert "spark.hadoop.fs.s3a.impl" not in jvm_plugin.plugin_confs(control)  # a local run keeps S3A as it is
+    with pytest.raises(UsageError, match="checkpoint_file_manager"):
+        jvm_plugin.plugin_confs(control, s3a=True, manager="magic")
+
+
+def test_an_installed_statebed_without_the_s3a_jar_runs_the_default_manager_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The image ships the core jar only: an s3a run there keeps Spark's S3A (no SST point), and
+    asking for the cloud manager is a usage error naming what is missing."""
+    monkeypatch.setattr(jvm_plugin, "S3A_SOURCES", tmp_path / "nowhere")
+    monkeypatch.delenv(jvm_plugin.S3A_JAR_ENV, raising=False)
+    conf = jvm_plugin.plugin_confs(tmp_path / "c.json", s3a=True)
+    assert conf["spark.jars"] == str(jvm_plugin.build()) and "spark.hadoop.fs.s3a.impl" not in conf
+    with pytest.raises(UsageError, match=jvm_plugin.S3A_JAR_ENV):
+        jvm_plugin.plugin_confs(tmp_path / "c.json", s3a=True, manager="abortable")
 
 
 def test_a_prebuilt_jar_needs_no_javac(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:

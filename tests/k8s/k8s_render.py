@@ -12,7 +12,12 @@ from helm_python import Chart
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "statebed"
 # The platforms the charts ship values for: the default (kind), and each values-<platform>.yaml.
-VALUES = {"default": None, "kind": CHART / "values-kind.yaml", "minikube": CHART / "values-minikube.yaml"}
+VALUES = {
+    "default": None,
+    "kind": CHART / "values-kind.yaml",
+    "minikube": CHART / "values-minikube.yaml",
+    "kube-up": CHART / "values-kube-up.yaml",
+}
 # The Kubernetes versions of the nightly's kind matrix (.github/workflows/nightly.yml).
 K8S_VERSIONS = ("1.32.0", "1.33.0", "1.34.0", "1.35.0")
 RELEASE, NAMESPACE = "statebed", "statebed"

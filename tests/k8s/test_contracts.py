@@ -107,7 +107,6 @@ def test_the_ingest_service_binds_the_pod_address_only_with_public() -> None:
     assert "0.0.0.0" in argv and "--public" in argv and "--landing" in argv
     from statebed_base.errors import UsageError
     from statebed_base.netaddr import check_bind
-
     from statebed_load.service import _parser
 
     args = _parser().parse_args(argv[3:])
@@ -146,7 +145,7 @@ def test_every_image_file_a_manifest_names_is_in_the_image(platform: str) -> Non
 
 
 def test_the_image_path_check_can_fail() -> None:
-    assert not _image_path("/opt/statebed/nothing-here.py") and _image_path("/opt/statebed/src/loadtests/locustfile.py")
+    assert not _image_path("/opt/statebed/nothing-here.py") and _image_path("/opt/statebed/src/src/statebed_load/__init__.py")
 
 
 # -- images that cannot run here: their programs' flags and ports -------------------------------

@@ -37,7 +37,7 @@ def test_the_chart_sizes_executors_in_spark_defaults_and_the_driver_job_sets_no_
     conf = one(docs, "ConfigMap", f"{RELEASE}-spark-conf")["data"]["spark-defaults.conf"]
     defaults = dict(line.split(None, 1) for line in conf.splitlines() if line.strip())
     values = yaml.safe_load((VALUES[platform] or Path(os.devnull)).read_text() or "{}") or {}
-    want = {"default": "768m", "kind": "768m", "minikube": "640m"}[platform]
+    want = {"default": "768m", "kind": "768m", "minikube": "640m", "kube-up": "768m"}[platform]
     assert defaults["spark.executor.memory"] == want == (values.get("spark", {}).get("executor", {}).get("memory") or "768m")
     script = one(docs, "Job", f"{RELEASE}-driver")["spec"]["template"]["spec"]["containers"][0]["args"][0]
     assert not any(k in script for k in SIZING)  # nothing on the command line overrides spark-defaults

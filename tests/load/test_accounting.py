@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from statebed_base.errors import UsageError
 
+from statebed_base.errors import UsageError
 from statebed_job.config import JobOptions
 from statebed_load.accounting import Accounting, percentiles
 from statebed_load.schema import Rejected, parse_events

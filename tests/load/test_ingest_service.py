@@ -112,7 +112,7 @@ def test_the_service_listens_on_loopback_only(service: tuple[Managed, str, Path]
 def test_landing_on_s3_acknowledges_only_what_the_bucket_holds(
     tmp_path: Path, s3_server: S3Server, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The Kubernetes set-up: the service lands on S3 (real SeaweedFS) through the same `Storage`."""
+    """The Kubernetes set-up: the service lands on S3 (real MinIO) through the same `Storage`."""
     for name, value in (
         ("STATEBED_S3_ENDPOINT", s3_server.endpoint),
         ("AWS_ACCESS_KEY_ID", ACCESS_KEY),

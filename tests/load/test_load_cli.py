@@ -34,3 +34,11 @@ def test_a_stop_condition_without_the_ingest_source_is_exit_2(capsys: Capsys, tm
     err = fails(capsys, "run", "--duration", "5", "--run-dir", str(tmp_path / "r"))
     assert "--source must be ingest for a stop condition (a duration, a record count or a stop file)" in err
     assert not (tmp_path / "r").exists()
+
+
+def test_the_locustfile_the_load_run_starts_is_there(tmp_path: Path) -> None:
+    """`statebed load run` starts Locust on this file: a layout change once left it pointing nowhere."""
+    from statebed_load.load_run import LOCUSTFILE, LoadOptions, locust_command
+
+    argv = locust_command(LoadOptions(), "http://127.0.0.1:1", 1, tmp_path)
+    assert argv[argv.index("-f") + 1] == str(LOCUSTFILE) and LOCUSTFILE.is_file() and LOCUSTFILE.name == "locustfile.py"

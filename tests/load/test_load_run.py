@@ -64,7 +64,7 @@ def test_sigkilled_ingest_service_loses_no_acknowledged_record(tmp_path: Path) -
 
 @pytest.mark.e2e
 def test_load_run_on_s3_through_the_proxy_with_storage_latency(tmp_path: Path) -> None:
-    """The checkpoint on S3 (real SeaweedFS behind the Toxiproxy-API proxy), a latency toxic in
+    """The checkpoint on S3 (real MinIO behind the Toxiproxy-API proxy), a latency toxic in
     the middle: the verdict is read from S3 while it still runs, the fault provably fired."""
     exp = parse_experiment(
         {

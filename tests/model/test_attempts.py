@@ -7,8 +7,8 @@ import logging
 from pathlib import Path
 
 import pytest
-from statebed_base.errors import CorruptFileError, InjectedFault
 
+from statebed_base.errors import CorruptFileError, InjectedFault
 from statebed_model.attempts import ATTEMPTS_DIR, read_attempts, write_end, write_loaded, write_start
 
 

@@ -10,8 +10,8 @@ import shutil
 from pathlib import Path
 
 import pytest
-from statebed_base.errors import CorruptFileError, MissingFileError, UsageError
 
+from statebed_base.errors import CorruptFileError, MissingFileError, UsageError
 from statebed_model.eventlog import read_event_log
 
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "eventlog"

@@ -1,5 +1,5 @@
 """The run directory on `Storage`: the same contract on a local directory and on S3, and a
-run directory on S3 judged by `statebed verify state s3://...` (a real SeaweedFS server)."""
+run directory on S3 judged by `statebed verify state s3://...` (a real MinIO server)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from checkpoint_helpers import run_cli
 from conftest import s3_settings
 from job_helpers import InProcessJob, records
 from s3server import S3Server
-from statebed_base.errors import UsageError
 
+from statebed_base.errors import UsageError
 from statebed_job.config import JobOptions
 from statebed_model.rundir import RunDir, RunInfo
 from statebed_store import S3Settings
@@ -35,7 +35,7 @@ def test_the_run_directory_contract(location: tuple[str, S3Settings | None]) -> 
     run = RunDir(url, s3)
     with pytest.raises(UsageError, match="not a run directory"):
         run.read_info()
-    info = RunInfo(workload="count", mode="v2", partitions=2, checkpoint="checkpoint", source={"kind": "generated"})
+    info = RunInfo(workload="count", format="v2", partitions=2, checkpoint="checkpoint", source={"kind": "generated"})
     run.create(info)
     with pytest.raises(UsageError, match="already a run directory"):
         run.create(info)
@@ -52,7 +52,7 @@ def test_the_run_directory_contract(location: tuple[str, S3Settings | None]) -> 
     assert [(r["batch"], r["status"]) for r in run.timings()] == [(0, "committed"), (1, "committed"), (1, "re-emitted")]
     doc = json.loads(run.storage.read("run.json"))
     run.storage.write("run.json", json.dumps({**doc, "mode": "native"}).encode())  # older runs' name of native V2
-    assert run.read_info().mode == "native"
+    assert run.read_info().format == "native"
     run.storage.write("run.json", json.dumps({**doc, "mode": "v9"}).encode())
     with pytest.raises(UsageError, match=r"run.json: mode: unknown format 'v9' \(known: v1, v2, native-v1, native-v2\)"):
         run.read_info()

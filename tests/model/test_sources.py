@@ -9,8 +9,8 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 from job_helpers import records
-from statebed_base.errors import CorruptFileError, UsageError
 
+from statebed_base.errors import CorruptFileError, UsageError
 from statebed_model.records import records_for
 from statebed_model.rundir import RunDir, RunInfo, table_bytes
 from statebed_model.sources import GeneratedSource, IngestSource, open_source
@@ -89,16 +89,16 @@ def test_generated_ground_truth_needs_spark_s_log(tmp_path: Path) -> None:
 
 def test_open_source_from_run_json(tmp_path: Path) -> None:
     run = RunDir(tmp_path)
-    old = RunInfo(workload="count", mode="v2", partitions=1, checkpoint="checkpoint", params={"rows_per_batch": 7, "keyspace": 3})
+    old = RunInfo(workload="count", format="v2", partitions=1, checkpoint="checkpoint", params={"rows_per_batch": 7, "keyspace": 3})
     src = open_source(old, run)  # a run.json from before sources: the generator, from its params
     assert isinstance(src, GeneratedSource) and (src.rows_per_batch, src.keyspace) == (7, 3) and src.stream_dir() == tmp_path / "source"
-    ingest = RunInfo(workload="count", mode="v2", partitions=1, checkpoint="c", source={"kind": "ingest", "landing": str(tmp_path / "l")})
+    ingest = RunInfo(workload="count", format="v2", partitions=1, checkpoint="c", source={"kind": "ingest", "landing": str(tmp_path / "l")})
     src = open_source(ingest, run)
     assert isinstance(src, IngestSource) and src.stream_dir() == tmp_path / "l" / "data"
     with pytest.raises(UsageError, match="nothing has landed yet"):
         src.prepare(6)
     with pytest.raises(UsageError, match="unknown source"):
-        open_source(RunInfo(workload="count", mode="v2", partitions=1, checkpoint="c", source={"kind": "kafka"}), run)
+        open_source(RunInfo(workload="count", format="v2", partitions=1, checkpoint="c", source={"kind": "kafka"}), run)
 
 
 def test_a_damaged_ack_is_named(tmp_path: Path) -> None:

@@ -9,8 +9,8 @@ import struct
 from pathlib import Path
 
 import pytest
-from statebed_base.errors import CorruptFileError, UsageError
 
+from statebed_base.errors import CorruptFileError, UsageError
 from statebed_chaos.experiment import parse_experiment
 from statebed_chaos.faults import fault_class
 from statebed_chaos.faults.base import FaultSpec, NotApplicable, Trigger
@@ -26,25 +26,25 @@ from statebed_store.formats import get_format
 CONF = "spark.sql.streaming.stateStore.checkpointFormatVersion"
 
 
-@pytest.mark.parametrize(("mode", "version"), [("native-v1", "1"), ("native-v2", "2"), ("native", "2")])
-def test_native_session_sets_the_checkpoint_format(tmp_path: Path, mode: str, version: str) -> None:
-    conf = spark_conf(JobOptions(mode=mode), RunDir(tmp_path), "local[2]")  # type: ignore[arg-type]
+@pytest.mark.parametrize(("format", "version"), [("native-v1", "1"), ("native-v2", "2"), ("native", "2")])
+def test_native_session_sets_the_checkpoint_format(tmp_path: Path, format: str, version: str) -> None:
+    conf = spark_conf(JobOptions(format=format), RunDir(tmp_path), "local[2]")  # type: ignore[arg-type]
     assert CHECKPOINT_FORMAT_CONF == CONF and conf[CONF] == version
     assert conf["spark.sql.streaming.stateStore.providerClass"].endswith("RocksDBStateStoreProvider")
 
 
 def test_statebed_modes_do_not_touch_spark_store_confs(tmp_path: Path) -> None:
-    conf = spark_conf(JobOptions(mode="v1", retain=7), RunDir(tmp_path), "local[2]")
+    conf = spark_conf(JobOptions(format="v1", retain=7), RunDir(tmp_path), "local[2]")
     assert CONF not in conf and RETAIN_CONF not in conf
 
 
-@pytest.mark.parametrize("mode", ["native", "native-v1", "native-v2"])
-def test_retain_is_sparks_min_batches_to_retain_in_native_modes(tmp_path: Path, mode: str) -> None:
+@pytest.mark.parametrize("format", ["native", "native-v1", "native-v2"])
+def test_retain_is_sparks_min_batches_to_retain_in_native_modes(tmp_path: Path, format: str) -> None:
     args = build_parser().parse_args(
-        ["run", "--format", mode, "--retain", "7"] if mode != "native" else ["run", "--native", "--retain", "7"]
+        ["run", "--format", format, "--retain", "7"] if format != "native" else ["run", "--native", "--retain", "7"]
     )
     assert spark_conf(_options(args), RunDir(tmp_path), "local[2]")[RETAIN_CONF] == "7"
-    assert spark_conf(JobOptions(mode=mode), RunDir(tmp_path), "local[2]")[RETAIN_CONF] == "100"  # type: ignore[arg-type]
+    assert spark_conf(JobOptions(format=format), RunDir(tmp_path), "local[2]")[RETAIN_CONF] == "100"  # type: ignore[arg-type]
     assert RETAIN_CONF == "spark.sql.streaming.minBatchesToRetain"
 
 
@@ -55,16 +55,16 @@ def test_native_modes() -> None:
     with pytest.raises(UsageError, match="format: unknown format 'native-v3' \\(known: v1, v2, native-v1, native-v2\\)"):
         get_format("native-v3")
     with pytest.raises(UsageError, match="native-v1, native-v2"):
-        JobOptions(mode="native-v3")  # type: ignore[arg-type]
+        JobOptions(format="native-v3")  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(
-    ("argv", "mode"), [(["--format", "native-v1"], "native-v1"), (["--format", "native-v2"], "native-v2"), (["--native"], "native")]
+    ("argv", "format"), [(["--format", "native-v1"], "native-v1"), (["--format", "native-v2"], "native-v2"), (["--native"], "native")]
 )
-def test_run_cli_takes_the_native_formats(argv: list[str], mode: str) -> None:
+def test_run_cli_takes_the_native_formats(argv: list[str], format: str) -> None:
     args = build_parser().parse_args(["run", "--workload", "sample3", *argv])
     opts = _options(args)
-    assert opts.mode == mode and opts.native
+    assert opts.format == format and opts.native
     assert run_argv(opts)[: 2 + len(argv)] == ["--workload", "sample3", *argv]  # the reproduce line round-trips
 
 
@@ -143,16 +143,16 @@ def test_failpoint_faults_reach_native_v1_v2_through_the_jvm_plugin(
     from statebed_job.jvm_plugin import POINTS
 
     f = fault_class(kind)(FaultSpec(id="f", kind=kind, at=Trigger(batch=1), params=params))
-    for mode in ("native-v1", "native-v2"):
-        f.check(mode, "standalone", "local")
+    for format in ("native-v1", "native-v2"):
+        f.check(format, "standalone", "local")
     with pytest.raises(NotApplicable):
         f.check("native", "standalone", "local")
     assert native_point in POINTS and f.native_points[f.point] == native_point  # type: ignore[attr-defined]
 
 
 def test_native_v1_v2_sessions_load_the_plugin_and_native_does_not(tmp_path: Path) -> None:
-    for mode, loaded in (("native-v1", True), ("native-v2", True), ("native", False)):
-        conf = spark_conf(JobOptions(mode=mode), RunDir(tmp_path), "local[2]")  # type: ignore[arg-type]
+    for format, loaded in (("native-v1", True), ("native-v2", True), ("native", False)):
+        conf = spark_conf(JobOptions(format=format), RunDir(tmp_path), "local[2]")  # type: ignore[arg-type]
         assert ("spark.sql.streaming.checkpointFileManagerClass" in conf) == loaded
         assert ("spark.hadoop.statebed.failpoints.control" in conf) == loaded
 
@@ -173,4 +173,4 @@ def test_load_run_takes_the_native_formats(tmp_path: Path, fmt: str) -> None:
 
     args = build_parser().parse_args(["load", "run", "--format", fmt])
     assert args.format == fmt
-    assert job_options(LoadOptions(format=fmt), None, 7, tmp_path).mode == fmt
+    assert job_options(LoadOptions(format=fmt), None, 7, tmp_path).format == fmt

@@ -35,35 +35,35 @@ def statebed(*args: str) -> subprocess.CompletedProcess[str]:
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str], tuple[Path, dict[str, Any]]]:
     out = {}
-    for workload, mode in RUNS:
-        run_dir = tmp_path_factory.mktemp("native") / f"{workload}-{mode}"
-        proc = statebed("run", "--run-dir", str(run_dir), "--workload", workload, "--format", mode, *SMALL, "--no-report", "--json")
+    for workload, format in RUNS:
+        run_dir = tmp_path_factory.mktemp("native") / f"{workload}-{format}"
+        proc = statebed("run", "--run-dir", str(run_dir), "--workload", workload, "--format", format, *SMALL, "--no-report", "--json")
         # native-v1 has no checkpoint ids: its lineage is "unknown" (exit 3), as for statebed's V1
-        assert proc.returncode == (3 if mode == "native-v1" else 0), proc.stderr[-3000:]
-        out[(workload, mode)] = (run_dir, json.loads(proc.stdout))
+        assert proc.returncode == (3 if format == "native-v1" else 0), proc.stderr[-3000:]
+        out[(workload, format)] = (run_dir, json.loads(proc.stdout))
     return out
 
 
-@pytest.mark.parametrize(("workload", "mode"), RUNS)
-def test_native_run_is_judged_valid(runs: dict[tuple[str, str], tuple[Path, dict[str, Any]]], workload: str, mode: str) -> None:
-    run_dir, summary = runs[(workload, mode)]
-    assert summary["mode"] == mode and summary["batches"] == 4 and summary["records"] == 6000
+@pytest.mark.parametrize(("workload", "format"), RUNS)
+def test_native_run_is_judged_valid(runs: dict[tuple[str, str], tuple[Path, dict[str, Any]]], workload: str, format: str) -> None:
+    run_dir, summary = runs[(workload, format)]
+    assert summary["mode"] == format and summary["batches"] == 4 and summary["records"] == 6000
     report = verify_state(run_dir)
     assert report.valid is True, report.to_json()
     assert report.checked["records"] == 6000 and report.checked["state_entries"] > 0
     assert summary["verdicts"]["state"]["valid"] is True
     names = [f.name for f in (run_dir / "spark-checkpoint" / "state" / "0" / "0").iterdir() if f.suffix == ".changelog"]
     v2_names = [n for n in names if re.fullmatch(r"\d+_[0-9a-f-]{36}\.changelog", n)]
-    assert names and v2_names == (names if mode == "native-v2" else [])  # V1: `<v>.changelog`, V2: `<v>_<uuid>.changelog`
+    assert names and v2_names == (names if format == "native-v2" else [])  # V1: `<v>.changelog`, V2: `<v>_<uuid>.changelog`
     commit = (run_dir / "spark-checkpoint" / "commits" / "3").read_text()
-    assert ("stateUniqueIds" in commit) == (mode == "native-v2")  # V1 commits name no checkpoint ids
+    assert ("stateUniqueIds" in commit) == (format == "native-v2")  # V1 commits name no checkpoint ids
 
 
-@pytest.mark.parametrize(("workload", "mode"), RUNS)
+@pytest.mark.parametrize(("workload", "format"), RUNS)
 def test_statebed_reader_equals_spark_statestore_reader(
-    runs: dict[tuple[str, str], tuple[Path, dict[str, Any]]], workload: str, mode: str
+    runs: dict[tuple[str, str], tuple[Path, dict[str, Any]]], workload: str, format: str
 ) -> None:
-    run_dir, _ = runs[(workload, mode)]
+    run_dir, _ = runs[(workload, format)]
     check = read_reader_check(RunDir(run_dir))
     assert check is not None and check.error is None, check
     assert check.batch == 3 and check.agree is True and check.entries["statebed"] == check.entries["spark"] > 0, check

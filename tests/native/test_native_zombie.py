@@ -34,11 +34,11 @@ def zombie(what: str = "changelog", batch: int = 2) -> Any:
     return fault_class("zombie-upload")(FaultSpec("z", "zombie-upload", Trigger(batch), None, {"partition": 0, "what": what}))
 
 
-def context(tmp_path: Path, mode: str = "native-v1") -> FaultContext:
+def context(tmp_path: Path, format: str = "native-v1") -> FaultContext:
     run = tmp_path / "run"
     return FaultContext(
         run=RunDir(run),
-        mode=mode,
+        format=format,
         cluster="standalone",
         targets=LocalTargets(run),
         control=Control(run / "failpoints" / "control.json"),
@@ -53,9 +53,9 @@ def record(ctx: FaultContext, t: float, point: str, action: str, task: dict[str,
         f.write(json.dumps({**rec, "control_version": 1, **extra}) + "\n")
 
 
-@pytest.mark.parametrize("mode", ["native-v1", "native-v2"])
-def test_the_changelog_zombie_applies_to_native_v1_and_v2(mode: str) -> None:
-    zombie().check(mode, "standalone", "local")
+@pytest.mark.parametrize("format", ["native-v1", "native-v2"])
+def test_the_changelog_zombie_applies_to_native_v1_and_v2(format: str) -> None:
+    zombie().check(format, "standalone", "local")
 
 
 def test_plain_native_does_not_apply() -> None:
@@ -63,20 +63,20 @@ def test_plain_native_does_not_apply() -> None:
         zombie().check("native", "standalone", "local")  # no plug-in in `native`
 
 
-@pytest.mark.parametrize("mode", ["native-v1", "native-v2"])
-def test_the_snapshot_zombie_applies_to_batch_0_only(mode: str) -> None:
+@pytest.mark.parametrize("format", ["native-v1", "native-v2"])
+def test_the_snapshot_zombie_applies_to_batch_0_only(format: str) -> None:
     """Only version 1's zip is uploaded by the task (forced: its column families are new); later
     zips come from the committed store's maintenance thread, once: no losing twin."""
-    zombie("snapshot", batch=0).check(mode, "standalone", "local")
+    zombie("snapshot", batch=0).check(format, "standalone", "local")
     with pytest.raises(NotApplicable, match="batch 0"):
-        zombie("snapshot").check(mode, "standalone", "local")
+        zombie("snapshot").check(format, "standalone", "local")
 
 
 @pytest.mark.parametrize(
-    ("mode", "zombie_filter"), [("native-v1", "[batch=0,partition=0,attempt=0]"), ("native-v2", "[batch=0,partition=0]")]
+    ("format", "zombie_filter"), [("native-v1", "[batch=0,partition=0,attempt=0]"), ("native-v2", "[batch=0,partition=0]")]
 )
-def test_native_snapshot_prepare_arms_the_zip_close(tmp_path: Path, mode: str, zombie_filter: str) -> None:
-    ctx = context(tmp_path, mode)
+def test_native_snapshot_prepare_arms_the_zip_close(tmp_path: Path, format: str, zombie_filter: str) -> None:
+    ctx = context(tmp_path, format)
     f = zombie("snapshot", batch=0)
     f.prepare(ctx)
     assert ctx.control.read()["points"] == {SNAPSHOT_ZOMBIE: f"{zombie_filter}1*hold(60000)", COMMIT_MARK: "[batch=1]1*delay(1)"}
@@ -103,11 +103,11 @@ def test_native_snapshot_evidence_reads_the_zip_close(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("mode", "zombie_filter"), [("native-v1", "[batch=2,partition=0,attempt=0]"), ("native-v2", "[batch=2,partition=0]")]
+    ("format", "zombie_filter"), [("native-v1", "[batch=2,partition=0,attempt=0]"), ("native-v2", "[batch=2,partition=0]")]
 )
-def test_native_prepare_arms_the_delayed_close_and_the_commit_marker(tmp_path: Path, mode: str, zombie_filter: str) -> None:
+def test_native_prepare_arms_the_delayed_close_and_the_commit_marker(tmp_path: Path, format: str, zombie_filter: str) -> None:
     """V2's changelog is closed on a checksum pool thread, with no task context: no attempt key there."""
-    ctx = context(tmp_path, mode)
+    ctx = context(tmp_path, format)
     f = zombie()
     f.prepare(ctx)
     points = ctx.control.read()["points"]
@@ -150,25 +150,26 @@ def test_native_evidence_after_the_commit_asks_spark_which_attempt_won(tmp_path:
     assert [next(iter(p)) for p in ev.proof] == ["hold", "hold_end", "landing", "newer_commit"]
 
 
-def result_of(tmp_path: Path, mode: str, what: str = "") -> Any:
-    """The example experiment (`what`: "" or "snapshot-"), without its fault-free baseline run (the other verifiers judge it)."""
-    exp = load_experiment(EXAMPLES / f"zombie-upload-{what}sample3-{mode}.yaml")
+def result_of(tmp_path: Path, format: str, what: str = "", where: str = "") -> Any:
+    """The example experiment (`what`: "" or "snapshot-"; `where`: "" or "-s3"), without its fault-free baseline run (the other verifiers judge it)."""
+    exp = load_experiment(EXAMPLES / f"zombie-upload-{what}sample3-{format}{where}.yaml")
     exp = replace(exp, verifiers=tuple(v for v in exp.verifiers if v != "baseline"))
-    return run_experiment(exp, out_dir=tmp_path / mode, progress=False)
+    return run_experiment(exp, out_dir=tmp_path / format, progress=False)
 
 
-def fired_proof(res: Any, mode: str, task: dict[str, int] = TASK) -> dict[str, Any]:
+def fired_proof(res: Any, format: str, task: dict[str, int] = TASK) -> dict[str, Any]:
     """The fault fired, by the plug-in's records and Spark's event log: its proof by name."""
     ev = res.faults[0]
     assert ev["fired"] is True, ev
     proof = {k: v for p in ev["proof"] for k, v in p.items()}
-    assert proof["hold"]["task"] == (task if mode == "native-v1" else {k: task[k] for k in ("batch", "partition")})  # V2: no task context
+    assert proof["hold"]["task"] == (task if format == "native-v1" else {k: task[k] for k in ("batch", "partition")})  # V2: no task context
     assert proof["hold_end"]["action"] == "released" and proof["landing"]["action"] == "zombie-landed"
     assert proof["landing"]["time"] > proof["newer_commit"]["time"] and proof["accepted"]["attempt"] >= 1
     assert proof["failed"]["attempt"] == 0 and proof["failed"]["outcome"] != "Success"
     return proof
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
 def test_native_v1_zombie_changelog_is_caught(tmp_path: Path) -> None:
     """The example's control on real Spark 4.3: attempt 0's 3.changelog lands over the retry's
@@ -180,6 +181,7 @@ def test_native_v1_zombie_changelog_is_caught(tmp_path: Path) -> None:
     assert mixed, res.anomalies  # version 3 (batch 2) is attempt 0's draws against the retry's committed output
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
 def test_native_v2_under_the_same_zombie_stays_valid(tmp_path: Path) -> None:
     """The twin: the same delayed close lands as `3_<uuid>.changelog`, an orphan beside the
@@ -190,6 +192,62 @@ def test_native_v2_under_the_same_zombie_stays_valid(tmp_path: Path) -> None:
     assert (res.valid, res.exit_code) == (True, 0), (res.reasons, res.anomalies)
     commit = (tmp_path / "native-v2" / "faulted" / "spark-checkpoint" / "commits" / "2").read_text()
     assert held.rsplit("/3_", 1)[1].removesuffix(".changelog") not in commit  # the zombie's id is no committed one
+
+
+def caught_in_bucket(tmp_path: Path, where: str) -> Any:
+    """The V1 control with Spark's checkpoint in the bucket (`where`: the example's suffix): the
+    zombie held `s3a://…/3.changelog` and its late landing over the retry's is caught."""
+    res = result_of(tmp_path, "native-v1", where=where)
+    held = fired_proof(res, "native-v1")["hold"]["file"]
+    assert held.startswith("s3a://statebed/") and held.endswith("/state/0/0/3.changelog"), held
+    assert res.valid is False and res.exit_code == 1, res.reasons
+    return res
+
+
+def valid_in_bucket(tmp_path: Path, where: str) -> Any:
+    """The V2 twin in the bucket: the late landing is `3_<uuid>.changelog`, an orphan no commit names."""
+    res = result_of(tmp_path, "native-v2", where=where)
+    held = fired_proof(res, "native-v2")["hold"]["file"]
+    assert re.search(r"^s3a://statebed/.*/state/0/0/3_[0-9a-f-]{36}\.changelog$", held), held
+    assert (res.valid, res.exit_code) == (True, 0), (res.reasons, res.anomalies)
+    return res
+
+
+@pytest.mark.slow
+@pytest.mark.s3
+def test_native_v1_zombie_changelog_on_s3a_is_caught(tmp_path: Path) -> None:
+    """The control with Spark's checkpoint in a bucket (MinIO behind Toxiproxy, S3A, where a
+    rename is a copy and a delete): attempt 0's 3.changelog still lands over the retry's; caught."""
+    res = caught_in_bucket(tmp_path, "-s3")
+    mixed = [a for a in res.anomalies if a["kind"] == "output-mismatch" and "state after batch 2, loaded from its files" in a["detail"]]
+    assert mixed, res.anomalies
+
+
+@pytest.mark.slow
+@pytest.mark.s3
+def test_native_v2_under_the_same_zombie_on_s3a_stays_valid(tmp_path: Path) -> None:
+    """The twin in the bucket, with Spark's default (rename-based) file manager."""
+    valid_in_bucket(tmp_path, "-s3")
+    assert not (tmp_path / "native-v2" / "faulted" / "spark-checkpoint").exists()  # Spark's checkpoint was in the bucket
+
+
+@pytest.mark.e2e
+@pytest.mark.slow
+@pytest.mark.s3
+def test_native_v1_zombie_changelog_through_the_cloud_file_manager_is_caught(tmp_path: Path) -> None:
+    """The control with spark-hadoop-cloud's manager (no rename: written in place, published at
+    close): the parked close publishes attempt 0's 3.changelog over the retry's; caught."""
+    caught_in_bucket(tmp_path, "-s3-abortable")
+    conf = json.loads((tmp_path / "native-v1" / "faulted" / "run.json").read_text())["params"]
+    assert conf["checkpoint_file_manager"] == "abortable"
+
+
+@pytest.mark.e2e
+@pytest.mark.slow
+@pytest.mark.s3
+def test_native_v2_through_the_cloud_file_manager_stays_valid(tmp_path: Path) -> None:
+    """The twin through the cloud manager: its late publish is an orphan too."""
+    valid_in_bucket(tmp_path, "-s3-abortable")
 
 
 SNAP_TASK = {"batch": 0, "partition": 0, "attempt": 0}

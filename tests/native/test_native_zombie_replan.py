@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from statebed_base.errors import UsageError
 from test_native_zombie import context, record
 
+from statebed_base.errors import UsageError
 from statebed_chaos.experiment import load_experiment
 from statebed_chaos.experiment_runner import run_experiment
 from statebed_chaos.faults import FaultContext, FaultSpec, NotApplicable, Trigger, fault_class
@@ -33,10 +33,10 @@ def replan(**params: Any) -> Any:
     return fault_class("zombie-upload")(spec)
 
 
-@pytest.mark.parametrize("mode", ["native-v1", "native-v2"])
-def test_it_applies_to_the_plugin_formats_and_restarts_the_driver(mode: str) -> None:
+@pytest.mark.parametrize("format", ["native-v1", "native-v2"])
+def test_it_applies_to_the_plugin_formats_and_restarts_the_driver(format: str) -> None:
     f = replan()
-    f.check(mode, "standalone", "local")
+    f.check(format, "standalone", "local")
     assert f.restarts_driver is True
     assert fault_class("zombie-upload")(FaultSpec("y", "zombie-upload", Trigger(2), None, {})).restarts_driver is False
 
@@ -49,10 +49,10 @@ def test_statebed_formats_and_bad_values_are_refused() -> None:
     replan(what="snapshot").check("native-v1", "standalone", "local")  # any batch: the zip of B + 1 is the maintenance thread's
 
 
-@pytest.mark.parametrize("mode", ["native-v1", "native-v2"])
-def test_a_snapshot_replan_parks_the_maintenance_threads_zip_and_marks_the_new_apps(tmp_path: Path, mode: str) -> None:
+@pytest.mark.parametrize("format", ["native-v1", "native-v2"])
+def test_a_snapshot_replan_parks_the_maintenance_threads_zip_and_marks_the_new_apps(tmp_path: Path, format: str) -> None:
     """A zip due by the interval is uploaded on the maintenance thread: no attempt in the filter, V1 too."""
-    ctx = context(tmp_path, mode)
+    ctx = context(tmp_path, format)
     f = replan(what="snapshot")
     f.prepare(ctx)
     points = ctx.control.read()["points"]
@@ -63,10 +63,10 @@ def test_a_snapshot_replan_parks_the_maintenance_threads_zip_and_marks_the_new_a
 
 
 @pytest.mark.parametrize(
-    ("mode", "zombie_filter"), [("native-v1", "[batch=2,partition=0,attempt=0]"), ("native-v2", "[batch=2,partition=0]")]
+    ("format", "zombie_filter"), [("native-v1", "[batch=2,partition=0,attempt=0]"), ("native-v2", "[batch=2,partition=0]")]
 )
-def test_prepare_parks_the_close_and_holds_the_old_apps_commit(tmp_path: Path, mode: str, zombie_filter: str) -> None:
-    ctx = context(tmp_path, mode)
+def test_prepare_parks_the_close_and_holds_the_old_apps_commit(tmp_path: Path, format: str, zombie_filter: str) -> None:
+    ctx = context(tmp_path, format)
     f = replan(hold_ms=5000)
     f.prepare(ctx)
     points = ctx.control.read()["points"]
@@ -170,10 +170,10 @@ def test_without_a_driver_kill_it_has_not_fired(tmp_path: Path) -> None:
     assert ev.fired is False and "not killed" in ev.detail
 
 
-def result_of(tmp_path: Path, mode: str) -> Any:
-    exp = load_experiment(EXAMPLES / f"zombie-upload-replan-bucket-collect-{mode}.yaml")
+def result_of(tmp_path: Path, format: str) -> Any:
+    exp = load_experiment(EXAMPLES / f"zombie-upload-replan-bucket-collect-{format}.yaml")
     exp = replace(exp, verifiers=tuple(v for v in exp.verifiers if v != "baseline"))
-    return run_experiment(exp, out_dir=tmp_path / mode, progress=False)
+    return run_experiment(exp, out_dir=tmp_path / format, progress=False)
 
 
 def fired(res: Any) -> dict[str, Any]:

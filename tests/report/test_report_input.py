@@ -28,7 +28,7 @@ def _one_error_line(err: str, named: str) -> None:
 
 def _run_dir(root: Path, *, events: str | None = None) -> Path:
     """A run directory as `statebed run` starts one: run.json, and an event log when given its file name."""
-    RunDir(root).create(RunInfo(workload="count", mode="v2", partitions=2, checkpoint="checkpoint", params={"batches": 3, "seed": 7}))
+    RunDir(root).create(RunInfo(workload="count", format="v2", partitions=2, checkpoint="checkpoint", params={"batches": 3, "seed": 7}))
     if events is not None:
         (root / "events").mkdir()
         (root / "events" / events).write_text("")

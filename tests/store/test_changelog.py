@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from statebed_base.errors import CorruptFileError, LineageError, UnknownFormatError
 
+from statebed_base.errors import CorruptFileError, LineageError, UnknownFormatError
 from statebed_store import lz4block
 from statebed_store.changelog import (
     DELETE,

@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
-from statebed_base.errors import CorruptFileError
 
+from statebed_base.errors import CorruptFileError
 from statebed_store.checksum import check_sidecar, crc32c, make_sidecar
 
 FILE = "/ckpt/state/0/0/2_b.changelog"

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 from checkpoint_helpers import commit, ref_of, state_at
-from statebed_base.errors import UnplannableError
 
+from statebed_base.errors import UnplannableError
 from statebed_store import (
     CheckpointRef,
     CommitLog,

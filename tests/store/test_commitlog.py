@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from statebed_base.errors import CommitConflictError, CorruptFileError, NotRegularFileError, StatebedError, UnknownFormatError
 
+from statebed_base.errors import CommitConflictError, CorruptFileError, NotRegularFileError, StatebedError, UnknownFormatError
 from statebed_store import CommitLog, Storage, committed_id
 from statebed_store.commitlog import parse_commit, render_commit
 

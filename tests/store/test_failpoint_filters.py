@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from statebed_base.errors import InjectedFault, UsageError
 from test_failpoints_runtime import wait_for
 
+from statebed_base.errors import InjectedFault, UsageError
 from statebed_store import failpoints
 from statebed_store.failpoints import Control
 

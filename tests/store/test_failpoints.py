@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 from checkpoint_helpers import commit, state_at
-from statebed_base.errors import InjectedFault, UsageError
 
+from statebed_base.errors import InjectedFault, UsageError
 from statebed_store import (
     CheckpointRef,
     SnapshotUploader,

@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from statebed_base.errors import InjectedFault, UsageError
 
+from statebed_base.errors import InjectedFault, UsageError
 from statebed_store import failpoints
 from statebed_store.failpoints import Control
 

@@ -2,20 +2,19 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import socket
 import threading
 from pathlib import Path
-from urllib.parse import urlparse
 
 import pytest
 from checkpoint_helpers import STORE, load_state, write_versions
 from conftest import s3_storage
 from minio.error import S3Error
+from net_helpers import Forwarder
 from s3server import ACCESS_KEY, SECRET_KEY, S3Server
-from statebed_base.errors import AlreadyExistsError, CorruptFileError, InjectedFault, LineageError, UsageError
 
+from statebed_base.errors import AlreadyExistsError, CorruptFileError, InjectedFault, LineageError, UsageError
 from statebed_chaos.targets.local import LocalTargets
 from statebed_job.cluster import StandaloneCluster
 from statebed_model.rundir import RunDir
@@ -125,64 +124,20 @@ def test_a_create_only_retry_that_finds_its_own_bytes_succeeds(s3_server: S3Serv
     assert st.read(path) == b"ours"
 
 
-class LosingProxy:
+class LosingProxy(Forwarder):
     """A loopback TCP proxy to the S3 server that loses the answer to the first conditional PUT:
     once the server's answer starts (the PUT is applied), the client's connection is closed."""
 
     def __init__(self, upstream: str) -> None:
-        u = urlparse(upstream)
-        self.upstream = (u.hostname or "127.0.0.1", u.port or 80)
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.endpoint = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
         self.lost = threading.Event()
-        self.sockets: list[socket.socket] = []
-        self.threads = [threading.Thread(target=self._accept, daemon=True)]
-        self.threads[0].start()
+        super().__init__(upstream)
 
-    def _accept(self) -> None:
-        while True:
-            try:
-                client, _ = self.listener.accept()
-            except OSError:
+    def answers(self, client: socket.socket, up: socket.socket, seen: bytearray) -> None:
+        while data := up.recv(65536):
+            if not self.lost.is_set() and b"if-none-match" in bytes(seen).lower():
+                self.lost.set()
                 return
-            up = socket.create_connection(self.upstream)
-            self.sockets += [client, up]
-            seen = bytearray()
-            for pump in (self._requests, self._answers):
-                self.threads.append(threading.Thread(target=pump, args=(client, up, seen), daemon=True))
-                self.threads[-1].start()
-
-    def _requests(self, client: socket.socket, up: socket.socket, seen: bytearray) -> None:
-        try:
-            while data := client.recv(65536):
-                seen += data
-                up.sendall(data)
-        except OSError:
-            pass
-
-    def _answers(self, client: socket.socket, up: socket.socket, seen: bytearray) -> None:
-        try:
-            while data := up.recv(65536):
-                if not self.lost.is_set() and b"if-none-match" in bytes(seen).lower():
-                    self.lost.set()
-                    break
-                client.sendall(data)
-        except OSError:
-            pass
-        for sock in (client, up):  # shutdown, not only close: it sends FIN and wakes the other pump
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)
-            sock.close()
-
-    def close(self) -> None:
-        # shutdown wakes a blocked accept/recv (close does not)
-        for sock in (self.listener, *self.sockets):
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)
-        for t in self.threads:
-            t.join(10)
-            assert not t.is_alive()
-        self.listener.close()
+            client.sendall(data)
 
 
 @pytest.mark.s3

@@ -18,8 +18,8 @@ import pyarrow as pa
 import pytest
 from checkpoint_helpers import STORE, Written, load_state, write_versions
 from native_fixtures import SPARK_VERSIONS
-from statebed_base.errors import CorruptFileError, ForeignFileError
 
+from statebed_base.errors import CorruptFileError, ForeignFileError
 from statebed_store import CheckpointRef, HeaderCache, SnapshotUploader, Storage, StoreFiles, StoreId, StoreOptions, open_storage
 from statebed_store.changelog import encode_changelog, parse_changelog
 from statebed_store.checksum import make_sidecar

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from statebed_base.errors import CorruptFileError, LineageError
 
+from statebed_base.errors import CorruptFileError, LineageError
 from statebed_store.lineage import CheckpointRef, lineage_from_json, lineage_to_json, validate_lineage
 
 FILE = "/ckpt/state/0/0/5_e.changelog"

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from checkpoint_helpers import STORE, Written, batch_ops, load_state, write_versions
+
 from statebed_base.errors import (
     CorruptFileError,
     InjectedFault,
@@ -20,7 +21,6 @@ from statebed_base.errors import (
     UnplannableError,
     UsageError,
 )
-
 from statebed_store import (
     CheckpointRef,
     SnapshotUploader,

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 import xxhash
-from statebed_base.errors import CorruptFileError
 
+from statebed_base.errors import CorruptFileError
 from statebed_store import lz4block
 
 FILE = "/ckpt/state/0/0/1_x.changelog"

@@ -5,8 +5,8 @@ from __future__ import annotations
 import uuid
 
 import pytest
-from statebed_base.errors import UsageError
 
+from statebed_base.errors import UsageError
 from statebed_store.naming import (
     StateFileName,
     StoreId,

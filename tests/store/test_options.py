@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 from checkpoint_helpers import state_at
-from statebed_base.errors import FieldError, UsageError
 
+from statebed_base.errors import FieldError, UsageError
 from statebed_job.config import JobOptions
 from statebed_store import CheckpointRef, SnapshotUploader, StateStoreProvider, Storage, StoreId, StoreOptions
 from statebed_store.changelog import parse_changelog
@@ -85,7 +85,7 @@ def test_the_writer_caps_the_lineage_when_snapshots_never_happen(local_storage: 
         ({"extra_conf": {"k": 1}}, "extra_conf", "must be KEY=VALUE strings"),
         ({"slow_task": "1:2"}, "slow_task", "wants BATCH:PARTITION:MILLISECONDS"),
         ({"slow_task": "1:-2:5"}, "slow_task", "wants BATCH:PARTITION:MILLISECONDS"),
-        ({"mode": "v9"}, "mode", "must be a format statebed knows \\(v1, v2, native, native-v1, native-v2\\)"),
+        ({"format": "v9"}, "format", "must be a format statebed knows \\(v1, v2, native, native-v1, native-v2\\)"),
     ],
 )
 def test_bad_job_option_is_named(changes: dict[str, Any], field: str, says: str) -> None:

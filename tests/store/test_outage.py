@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from checkpoint_helpers import commit, ref_of, run_versions, state_at
 from s3server import start_s3_server
-from statebed_base.errors import StorageUnavailableError
 
+from statebed_base.errors import StorageUnavailableError
 from statebed_store import S3Storage, SnapshotUploader, StateStoreProvider, StoreId, StoreOptions
 
 STORE = StoreId(0, 1)

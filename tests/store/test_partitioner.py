@@ -9,8 +9,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from statebed_base.errors import MisplacedKeyError, UsageError
 
+from statebed_base.errors import MisplacedKeyError, UsageError
 from statebed_model.partitioning import run_partitioner
 from statebed_store import StoreId, open_storage
 from statebed_store.murmur3 import hash_bytes, hash_int, hash_long, hash_longs, hash_value, hash_values, parse_type

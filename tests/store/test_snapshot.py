@@ -8,8 +8,8 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from statebed_base.errors import CorruptFileError, LineageError, UnknownFormatError
 
+from statebed_base.errors import CorruptFileError, LineageError, UnknownFormatError
 from statebed_store.lineage import CheckpointRef
 from statebed_store.snapshot import ImmutableFile, SnapshotMetadata, build_zip, parse_metadata, read_zip
 

@@ -1,4 +1,4 @@
-"""The SST blocks a scan never reads (store/statebed_store/sst_blocks.py): the bloom filter that
+"""The SST blocks a scan never reads (src/statebed_store/sst_blocks.py): the bloom filter that
 only Spark's point lookups read, the properties, the metaindex; checked against their trailers."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 import rocksdict
-from statebed_base.errors import CorruptFileError, UnknownFormatError
 
+from statebed_base.errors import CorruptFileError, UnknownFormatError
 from statebed_store import open_storage
 from statebed_store.sst_blocks import check_sst_blocks
 from statebed_verify import verify_lineage
@@ -98,3 +98,32 @@ def test_a_damaged_bloom_filter_in_sparks_snapshot_is_an_anomaly(tmp_path: Path)
     report = verify_lineage(open_storage(root))
     assert report.valid is False
     assert any(str(sst) in f or sst.name in f for a in report.anomalies for f in a.files), report.to_json()["anomalies"]
+
+
+def test_the_blocks_are_read_before_rocksdb_opens_the_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Once RocksDB has a directory open, a background compaction may replace and delete the SSTs
+    being read: the verifier said unknown (FileNotFoundError) on a valid Spark fixture. Every
+    block check of a snapshot happens before its engine opens."""
+    import statebed_store.unpack as unpack
+
+    events: list[str] = []
+    real_engine, real_check = unpack.RocksEngine, unpack.check_sst_blocks
+
+    def engine(*args: object, **kwargs: object) -> object:
+        events.append("open")
+        return real_engine(*args, **kwargs)  # type: ignore[arg-type]
+
+    def check(*args: object, **kwargs: object) -> None:
+        events.append("blocks")
+        real_check(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(unpack, "RocksEngine", engine)
+    monkeypatch.setattr(unpack, "check_sst_blocks", check)
+    with tarfile.open(NATIVE / "spark-4.3.0-cleanup-race.tar.gz") as tar:
+        tar.extractall(tmp_path, filter="data")
+    report = verify_lineage(open_storage(tmp_path / "spark-4.3.0-cleanup-race" / "count"))
+    assert report.valid is True, report.to_json()
+    opens = [i for i, e in enumerate(events) if e == "open"]
+    assert opens and "blocks" in events
+    # between two opens (one snapshot each), every block check precedes its snapshot's open
+    assert all(events[i - 1] == "blocks" or events[i - 1] == "open" for i in opens[1:]) and events[0] == "blocks", events

@@ -8,8 +8,8 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 from checkpoint_helpers import commit, ref_of, run_versions, state_at
-from statebed_base.errors import AlreadyExistsError, StoreStateError, UnplannableError, UsageError
 
+from statebed_base.errors import AlreadyExistsError, StoreStateError, UnplannableError, UsageError
 from statebed_store import (
     CheckpointRef,
     CountingStorage,

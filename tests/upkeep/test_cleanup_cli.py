@@ -180,15 +180,15 @@ def test_spark_checkpoint_orphans_are_reported_and_deleted_only_when_asked(
     assert dump(ckpt, capsys) == before_state
 
 
-@pytest.mark.parametrize("mode", ["native", "native-v1", "native-v2"])
+@pytest.mark.parametrize("format", ["native", "native-v1", "native-v2"])
 def test_a_native_run_directory_is_sparks_checkpoint_never_cleaned_as_statebeds(
-    native: dict[str, Path], tmp_path: Path, capsys: Any, mode: str
+    native: dict[str, Path], tmp_path: Path, capsys: Any, format: str
 ) -> None:
     """Every native format's run keeps Spark's checkpoint, which Spark's maintenance owns: a plain
     cleanup of the run directory is refused and deletes nothing (native-v1 / native-v2 were once
     cleaned with statebed's rules)."""
     run = RunDir(tmp_path / "run")
-    run.create(RunInfo(workload="count", mode=mode, partitions=3, checkpoint="spark-checkpoint"))
+    run.create(RunInfo(workload="count", format=format, partitions=3, checkpoint="spark-checkpoint"))
     shutil.copytree(native["4.3.0"] / "agg", run.spark_checkpoint)
     digest = tree_hash(run.spark_checkpoint)
     code, _, err = run_cli(capsys, "cleanup", str(run.root), "--retain", "1", "--sst-grace", "0")

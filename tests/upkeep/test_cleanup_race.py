@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "chaos"))
-from statebed_base.errors import UsageError
 from test_process_faults import context, events, fault, fire
 
+from statebed_base.errors import UsageError
 from statebed_chaos.experiment import parse_experiment
 from statebed_chaos.faults import KINDS, NotApplicable
 from statebed_chaos.matrix_presets import FAULTS, PRESETS, plan_cells
@@ -78,7 +78,7 @@ def test_sparks_store_keeps_retain_versions_and_races_with_holds_at_the_changelo
 
 
 def test_native_fired_only_by_a_delete_that_took_effect_while_an_attempt_was_alive(tmp_path: Path) -> None:
-    ctx = context(tmp_path, mode="native-v2")
+    ctx = context(tmp_path, format="native-v2")
     f = fault("cleanup-race")
     facts = f.inject(ctx)
     assert facts["armed"] == "delay(200)" and facts["hold"] == {
@@ -112,7 +112,7 @@ def test_native_holds_a_task_at_its_changelog_close_until_a_delete_took_effect(t
     """The race is arranged, not hoped for: the task of partition 0 of batch 3 is held at its changelog
     close, after the other faults' terms on that point, and released only once a delete fired after
     the hold began and its file is gone."""
-    ctx = context(tmp_path, mode="native-v2")
+    ctx = context(tmp_path, format="native-v2")
     ctx.control.arm("native.changelog.upload=[batch=4,partition=0]1*delay(3000)")  # a slow-attempt companion
     f = fault("cleanup-race")
     f.inject(ctx)
@@ -137,7 +137,7 @@ def test_native_holds_a_task_at_its_changelog_close_until_a_delete_took_effect(t
 
 
 def test_native_is_unknown_when_the_hold_ran_out_with_nothing_deleted(tmp_path: Path) -> None:
-    ctx = context(tmp_path, mode="native-v2")
+    ctx = context(tmp_path, format="native-v2")
     f = fault("cleanup-race", hold_ms=1000)
     f.inject(ctx)
     fire(ctx, "native.changelog.upload", "hold(1000)", {"batch": 3, "partition": 0})

@@ -10,8 +10,8 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 from job_helpers import InProcessJob
-from statebed_base.errors import CorruptFileError, FieldError, UsageError
 
+from statebed_base.errors import CorruptFileError, FieldError, UsageError
 from statebed_job.config import JobOptions
 from statebed_job.maintenance import Maintenance, PassRecord
 from statebed_job.task import TaskResult, TaskSpec, run_partition
@@ -195,7 +195,7 @@ def test_a_native_runs_log_that_spark_purged_counts_the_batches_below_its_first_
     job.storage.delete([log.path(b) for b in (0, 1, 2)])  # as Spark's purge leaves it
     info = job.run.read_info()
     assert job.run.committed_batches(info) == [3, 4]  # statebed's log: a hole is a hole
-    native = replace(info, mode="native-v2")
+    native = replace(info, format="native-v2")
     assert job.run.committed_batches(native) == [0, 1, 2, 3, 4]
     assert job.run.purged_below(native, [3, 4]) == 3 and job.run.purged_below(native, []) == 0
 

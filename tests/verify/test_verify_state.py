@@ -30,11 +30,11 @@ def kinds(report) -> set[str]:  # type: ignore[no-untyped-def]
 
 
 @pytest.mark.parametrize("workload", ["count", "bucket-collect", "sample3"])
-@pytest.mark.parametrize("mode", ["v2", "v1"])
-def test_clean_runs_are_valid(tmp_path: Path, workload: str, mode: str) -> None:
+@pytest.mark.parametrize("format", ["v2", "v1"])
+def test_clean_runs_are_valid(tmp_path: Path, workload: str, format: str) -> None:
     job = InProcessJob(
         tmp_path / "run",
-        JobOptions(workload=workload, mode=mode, batches=4, partitions=3, rows_per_batch=400, keyspace=50, snapshot_interval=2),
+        JobOptions(workload=workload, format=format, batches=4, partitions=3, rows_per_batch=400, keyspace=50, snapshot_interval=2),
     )
     for b in range(4):
         assert job.batch(b).status == "committed"
@@ -209,17 +209,17 @@ def on(job: InProcessJob, executor: str) -> Callable:  # type: ignore[type-arg]
     return schedule
 
 
-@pytest.mark.parametrize("mode", ["v1", "v2"])
-def test_appendix_lost_foo(tmp_path: Path, mode: str) -> None:
+@pytest.mark.parametrize("format", ["v1", "v2"])
+def test_appendix_lost_foo(tmp_path: Path, format: str) -> None:
     """Batch 1's attempts bucket the records differently; attempt A's snapshot wins the file name
     in V1 while the committed attempt B's local state carries on; the restart replays A's
     snapshot with B's changelog. Records are lost and doubled in V1; V2 loads B's lineage."""
-    opts = JobOptions(workload="bucket-collect", mode=mode, batches=2, partitions=1, rows_per_batch=64, keyspace=8, snapshot_interval=1)
+    opts = JobOptions(workload="bucket-collect", format=format, batches=2, partitions=1, rows_per_batch=64, keyspace=8, snapshot_interval=1)
     job = InProcessJob(tmp_path / "run", opts)
     job.batch(0, schedule=two_attempts_first_snapshot_wins(job, "A", "B"))
     job.batch(1, schedule=on(job, "B"))
     report = verify_state(job.run.root)
-    if mode == "v1":
+    if format == "v1":
         assert report.valid is False
         found = kinds(report)
         assert {"lost-record", "duplicated-record"} & found, report.anomalies
@@ -230,8 +230,8 @@ def test_appendix_lost_foo(tmp_path: Path, mode: str) -> None:
         assert report.valid is True, report.anomalies
 
 
-@pytest.mark.parametrize("mode", ["v1", "v2"])
-def test_appendix_four_of_three(tmp_path: Path, mode: str) -> None:
+@pytest.mark.parametrize("format", ["v1", "v2"])
+def test_appendix_four_of_three(tmp_path: Path, format: str) -> None:
     """Two attempts of batch 1 drop different elements of each key's sample (X's snapshot is
     the one written, Y is committed); batch 2 continues on Y's local state and writes a
     changelog of deletes and adds against it. V1's restart replays it on X's snapshot: a
@@ -239,7 +239,7 @@ def test_appendix_four_of_three(tmp_path: Path, mode: str) -> None:
     keys = 200
     opts = JobOptions(
         workload="sample3",
-        mode=mode,
+        format=format,
         batches=3,
         partitions=1,
         keyspace=keys,
@@ -253,7 +253,7 @@ def test_appendix_four_of_three(tmp_path: Path, mode: str) -> None:
     job.batch(1, land=records([2_000_000 + i for i in k], k), schedule=two_attempts_first_snapshot_wins(job, "X", "Y"))
     job.batch(2, land=records([3_000_000 + i for i in k], k), schedule=on(job, "Y"))
     report = verify_state(job.run.root)
-    if mode == "v1":
+    if format == "v1":
         assert report.valid is False
         assert {"sample-oversize", "sample-foreign-element", "sample-undersize", "output-mismatch"} & kinds(report), report.anomalies
     else:
@@ -277,12 +277,12 @@ def misroute(job: InProcessJob, key: int, src: int, dst: int) -> Callable:  # ty
     return schedule
 
 
-@pytest.mark.parametrize("mode", ["v2", "v1"])
-def test_a_key_in_two_partitions_of_the_final_state_is_caught(tmp_path: Path, mode: str, capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize("format", ["v2", "v1"])
+def test_a_key_in_two_partitions_of_the_final_state_is_caught(tmp_path: Path, format: str, capsys: pytest.CaptureFixture[str]) -> None:
     """Positive control: at the last batch one record of a key partition 1 updates in that batch reaches
     partition 0 instead. Both final states load; the key is in two partitions at the final version.
     Negative control: the same run with every record routed right is valid."""
-    opts = JobOptions(workload="count", mode=mode, batches=3, partitions=3, rows_per_batch=300, keyspace=60, snapshot_interval=2)
+    opts = JobOptions(workload="count", format=format, batches=3, partitions=3, rows_per_batch=300, keyspace=60, snapshot_interval=2)
     clean, bad = InProcessJob(tmp_path / "clean", opts), InProcessJob(tmp_path / "bad", opts)
     for b in range(3):
         assert clean.batch(b).status == "committed"
@@ -302,7 +302,7 @@ def test_a_key_in_two_partitions_of_the_final_state_is_caught(tmp_path: Path, mo
     stored = key.to_bytes(8, "big", signed=True)  # the count state's key: the long, big-endian
     assert (a.operator, a.partition, a.version, a.keys) == (0, 0, 3, [stored.hex()]), a
     assert a.files == [bad.storage.display(StoreId(0, p).dir) for p in (0, 1)] and len(a.ids) == 2
-    assert all((i is None) == (mode == "v1") for i in a.ids), a.ids
+    assert all((i is None) == (format == "v1") for i in a.ids), a.ids
     assert "1 key(s) are in the state of partitions 0, 1 of operator 0 at version 3" in a.detail
     assert "misplaced-key" in kinds(report)  # the known partitioner says the same of partition 0's copy
     code, out, _ = run_cli(capsys, "verify", "state", str(bad.run.root), "--json")

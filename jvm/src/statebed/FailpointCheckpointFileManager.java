@@ -1,174 +1,53 @@
 package statebed;
 
-import java.io.ByteArrayOutputStream;
 import java.io.IOException;
-import java.io.UncheckedIOException;
-import java.util.Map;
-import java.util.concurrent.atomic.AtomicLong;
 import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.fs.FSDataInputStream;
+import org.apache.hadoop.fs.FileStatus;
 import org.apache.hadoop.fs.Path;
+import org.apache.hadoop.fs.PathFilter;
 import org.apache.spark.sql.execution.streaming.checkpointing.CheckpointFileManager;
 import org.apache.spark.sql.execution.streaming.checkpointing.FileContextBasedCheckpointFileManager;
 
 /**
- * Spark 4.3's default checkpoint file manager with statebed's failpoints at each atomic write's
- * close (the rename into place): loaded with `spark.sql.streaming.checkpointFileManagerClass`, so
- * the state store's changelogs and zips and the driver's offset and commit logs all pass here.
- * Unarmed, createAtomic returns Spark's own stream.
+ * Spark 4.3's default checkpoint file manager (write a temp file, rename it into place) with
+ * statebed's failpoints at each atomic write's close (`AtomicWrites`): loaded with
+ * `spark.sql.streaming.checkpointFileManagerClass`, so the state store's changelogs and zips and
+ * the driver's offset and commit logs all pass here. Unarmed, createAtomic returns Spark's own stream.
  */
 public class FailpointCheckpointFileManager extends FileContextBasedCheckpointFileManager {
-    private static final AtomicLong CREATED = new AtomicLong();
-
-    /** How many atomic writes passed through this JVM's managers (shows the plug-in is loaded, armed or not). */
-    public static long created() {
-        return CREATED.get();
-    }
-
     public FailpointCheckpointFileManager(Path path, Configuration hadoopConf) {
         super(path, hadoopConf);
         Failpoints.useControl(hadoopConf.get(Failpoints.CONF_KEY));
     }
 
+    /** How many atomic writes passed through this JVM's managers, of either kind. */
+    public static long created() {
+        return AtomicWrites.created();
+    }
+
     @Override
     public CheckpointFileManager.CancellableFSDataOutputStream createAtomic(Path path, boolean overwriteIfPossible) {
-        CheckpointFileManager.CancellableFSDataOutputStream inner = super.createAtomic(path, overwriteIfPossible);
-        CREATED.incrementAndGet();
-        if (Failpoints.idle()) {
-            return inner;
-        }
-        Target target = Target.of(path);
-        return target == null ? inner : new Stream(inner, target);
+        return AtomicWrites.wrap(super.createAtomic(path, overwriteIfPossible), path);
     }
 
-    /**
-     * A state file's delete (Spark's maintenance removing old versions and orphans) passes
-     * `native.cleanup.delete` first: delay / hold widen the window in which cleanup races the
-     * attempts still writing, drop keeps the file, error fails the delete. Other deletes (the
-     * driver purging its offset and commit logs, checksum files) pass through.
-     */
+    @Override
+    public FileStatus[] list(Path path, PathFilter filter) {
+        return RequestLog.timed("list", path.toString(), () -> super.list(path, filter));
+    }
+
+    @Override
+    public boolean exists(Path path) {
+        return RequestLog.timed("exists", path.toString(), () -> super.exists(path));
+    }
+
+    @Override
+    public FSDataInputStream open(Path path) {
+        return RequestLog.timed("read", path.toString(), () -> super.open(path));
+    }
+
     @Override
     public void delete(Path path) {
-        Target target = Failpoints.idle() ? null : Target.of(path);
-        if (target != null && target.isStateFile()) {
-            Failpoints.Firing f = Failpoints.evaluate("native.cleanup.delete", target.task, target.file);
-            if (f != null) {
-                switch (f.action()) {
-                    case "drop":
-                        return;
-                    case "error":
-                        throw new UncheckedIOException(f.error());
-                    default:
-                        f.actInline();
-                }
-            }
-        }
-        super.delete(path);
-    }
-
-    /** Spark's stream, with the failpoints of its target evaluated when it is closed. */
-    static final class Stream extends CheckpointFileManager.CancellableFSDataOutputStream {
-        private final CheckpointFileManager.CancellableFSDataOutputStream inner;
-        private final Target target;
-        private final ByteArrayOutputStream copy;  // a state file's bytes while its .zombie point is armed: what a parked close would land
-        private boolean done;
-
-        Stream(CheckpointFileManager.CancellableFSDataOutputStream inner, Target target) {
-            super(inner);
-            this.inner = inner;
-            this.target = target;
-            boolean state = target.kind.equals("changelog") || target.kind.equals("snapshot");
-            this.copy = state && Failpoints.armed("native." + target.kind + ".zombie") ? new ByteArrayOutputStream() : null;
-        }
-
-        @Override
-        public synchronized void write(int b) throws IOException {
-            super.write(b);
-            if (copy != null) {
-                copy.write(b);
-            }
-        }
-
-        @Override
-        public synchronized void write(byte[] b, int off, int len) throws IOException {
-            super.write(b, off, len);
-            if (copy != null) {
-                copy.write(b, off, len);
-            }
-        }
-
-        @Override
-        public synchronized void close() throws IOException {
-            if (done) {
-                return;
-            }
-            done = true;
-            if (target.kind.equals("changelog") || target.kind.equals("snapshot")) {
-                Failpoints.Firing zombie = Failpoints.evaluate("native." + target.kind + ".zombie", target.task, target.file);
-                if (zombie != null && (zombie.action().equals("hold") || zombie.action().equals("delay"))) {
-                    flush();
-                    zombie.park(copy == null ? null : copy.toByteArray(), new Path(target.file).getName());
-                    land(zombie);
-                    throw new IOException("failpoint " + zombie.point + " fired: close delayed (zombie), the file lands later");
-                }
-                if (act(zombie)) {
-                    return;
-                }
-            }
-            String point = target.kind.equals("commitlog") || target.kind.equals("offsetlog")
-                    ? "native." + target.kind + ".write" : "native." + target.kind + ".upload";
-            if (act(Failpoints.evaluate(point, target.task, target.file))) {
-                return;
-            }
-            inner.close();
-        }
-
-        /** Run a firing's action; true when the file must not land (drop). error cancels, then throws. */
-        private boolean act(Failpoints.Firing f) throws IOException {
-            if (f == null) {
-                return false;
-            }
-            switch (f.action()) {
-                case "drop":
-                    inner.cancel();
-                    return true;
-                case "error":
-                    inner.cancel();
-                    throw f.error();
-                default:
-                    f.actInline();
-                    return false;
-            }
-        }
-
-        /** The delayed close: a daemon thread renames the file into place after the delay / on release. */
-        private void land(Failpoints.Firing f) {
-            Thread t = new Thread(() -> {
-                String how = "landed";
-                if (f.action().equals("hold")) {
-                    how = f.hold();
-                } else {
-                    Failpoints.sleep(f.term.argMillis());
-                }
-                String outcome = "zombie-landed";
-                String error = null;
-                try {
-                    inner.close();
-                } catch (IOException | RuntimeException e) {
-                    outcome = "zombie-failed";
-                    error = e.toString();
-                }
-                f.record(outcome, error == null ? Map.of("after", how) : Map.of("after", how, "error", error));
-            }, "statebed-zombie-close");
-            t.setDaemon(true);
-            t.start();
-        }
-
-        @Override
-        public synchronized void cancel() {
-            if (!done) {
-                done = true;
-                inner.cancel();
-            }
-        }
+        AtomicWrites.delete(path, () -> super.delete(path));
     }
 }

@@ -1,4 +1,4 @@
-"""Hedged create-only uploads against real SeaweedFS, slowed or stopped by our Toxiproxy-API proxy.
+"""Hedged create-only uploads against real MinIO, slowed or stopped by the real Toxiproxy.
 
 Races are staged with toxics (a PUT held in the proxy is in flight) and with a gate that holds
 the first PUT until the test opens it; the test then waits on the hedging pool, never on a clock.
@@ -6,6 +6,9 @@ the first PUT until the test opens it; the test then waits on the hedging pool, 
 
 from __future__ import annotations
 
+import itertools
+import random
+import socket
 import threading
 import uuid
 from collections.abc import Iterator
@@ -14,12 +17,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from proxy_helpers import proxy_api, records
+from net_helpers import Forwarder
 from s3server import ACCESS_KEY, SECRET_KEY, S3Server
-from statebed_base.errors import AlreadyExistsError, CommitConflictError, StorageUnavailableError, UnplannableError, UsageError
 
+from statebed_base.errors import AlreadyExistsError, CommitConflictError, StorageUnavailableError, UnplannableError, UsageError
+from statebed_chaos.infra.proxy import start_proxy
+from statebed_chaos.infra.services import toxiproxy_client
+from statebed_chaos.tail_proxy import TailLatency
 from statebed_store import CommitLog, S3Settings, S3Storage, StateStoreProvider, StoreId, StoreOptions
 from statebed_store.storage import HedgedStorage, HedgeState
+from statebed_store.storage.hedge import bucket_size
+from statebed_store.storage.request_log import REQUEST_LOG_ENV, read_requests
 from statebed_store.storage.upload_stats import kind_of, merge_uploads, percentile, summarize_uploads
 
 STORE = StoreId(0, 0)
@@ -32,11 +40,18 @@ def _s3(endpoint: str, **kw: Any) -> S3Storage:
 
 
 @pytest.fixture
-def proxied(s3_server: S3Server, tmp_path: Path) -> Iterator[tuple[Any, Path]]:
-    """Proxy "s3" in front of SeaweedFS (our server, in-process) and its toxic record."""
-    record = tmp_path / "record.jsonl"
-    with proxy_api(record) as (_, client):
-        yield client.create(upstream=s3_server.endpoint.removeprefix("http://"), name="s3"), record
+def proxied(s3_server: S3Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Any, Path]]:
+    """Proxy "s3" (the real Toxiproxy) in front of MinIO, and where the requests through it are logged."""
+    log = tmp_path / "s3-requests"
+    monkeypatch.setenv(REQUEST_LOG_ENV, str(log))
+    toxiproxy = start_proxy(tmp_path / "toxiproxy")
+    try:
+        yield (
+            toxiproxy_client(toxiproxy.api).create(upstream=s3_server.endpoint.removeprefix("http://"), name="s3", listen="127.0.0.1:0"),
+            log,
+        )
+    finally:
+        toxiproxy.stop()
 
 
 def _on(tmp_path: Path, **kw: Any) -> StoreOptions:
@@ -65,7 +80,7 @@ class _Gate:
 # -- the race ------------------------------------------------------------------------------------
 @pytest.mark.s3
 def test_a_hedged_commit_races_two_puts_and_leaves_one_object_with_our_bytes(proxied: tuple[Any, Path], tmp_path: Path) -> None:
-    proxy, record = proxied
+    proxy, log = proxied
     state = HedgeState()
     storage = HedgedStorage(_s3(f"http://{proxy.listen}"), _on(tmp_path), state)
     provider = StateStoreProvider(storage, STORE, storage.options)
@@ -77,8 +92,10 @@ def test_a_hedged_commit_races_two_puts_and_leaves_one_object_with_our_bytes(pro
     assert state.drain(30)
     assert state.hedges == 2  # the changelog and its sidecar: each hedged while its first PUT was held
     assert state.outcomes == {"created": 2, "conflict": 2}  # per file: one PUT created it, the other got 412
-    conns = {r["conn"] for r in records(record) if r["toxic"] == "latency_upstream"}
-    assert len(conns) >= 2  # the hedge went on its own connection while the first was held
+    puts = [r for r in read_requests(log) if r["op"] == "write" and r["file"].endswith(".changelog")]
+    assert any(a["start"] < b["end"] and b["start"] < a["end"] for a, b in itertools.combinations(puts, 2)), (
+        puts
+    )  # the hedge was in flight beside the held first PUT
     names = sorted(f.name for f in storage.list(STORE.dir))
     assert names == [f"1_{result.checkpoint_id}.changelog", f"1_{result.checkpoint_id}.changelog.crc"]
     fresh = StateStoreProvider(storage.inner, STORE, StoreOptions(local_dir=tmp_path / "fresh"))
@@ -105,6 +122,66 @@ def test_the_hedge_wins_while_the_first_put_is_stuck_and_the_late_412_is_ignored
 
 
 @pytest.mark.s3
+class _HeldBody(Forwarder):
+    """A forwarder to MinIO that, while `hold` is set, passes the next request's headers and holds
+    the rest of it until `release` (a stall after the headers, where MinIO locks the key)."""
+
+    def __init__(self, upstream: str) -> None:
+        self.hold, self.release, self.holding = threading.Event(), threading.Event(), threading.Event()
+        super().__init__(upstream)
+
+    def requests(self, client: socket.socket, up: socket.socket, seen: bytearray) -> None:
+        buf = bytearray()  # a held request's bytes until its headers are whole (they may come in pieces)
+        while data := client.recv(65536):
+            buf += data
+            if not self.hold.is_set():  # not held (or another connection took the hold): pass it on
+                up.sendall(bytes(buf))
+                buf.clear()
+            elif b"\r\n\r\n" in buf:
+                self.hold.clear()
+                end = buf.index(b"\r\n\r\n") + 4
+                up.sendall(bytes(buf[:end]))  # the headers reach MinIO; the body, however it is sent, waits
+                self.holding.set()
+                self.release.wait(30)
+                up.sendall(bytes(buf[end:]))
+                buf.clear()
+
+    def close(self) -> None:
+        self.release.set()
+        super().close()
+
+
+@pytest.mark.s3
+def test_minio_holds_a_second_conditional_put_of_a_key_behind_a_first_whose_body_is_held(s3_server: S3Server) -> None:
+    """Why a hedge on MinIO cuts a stall only before the first PUT's headers have arrived: MinIO
+    holds a second `If-None-Match: *` PUT of the key until the first one's body arrives (then 412).
+    The hedged-commit benchmark's numbers on MinIO follow from this (docs/store.md)."""
+    fwd = _HeldBody(s3_server.endpoint.removeprefix("http://"))
+    try:
+        storage = _s3(f"http://{fwd.listen}")
+        fwd.hold.set()
+        with ThreadPoolExecutor(2) as pool:
+            first = pool.submit(storage.write, "k", b"first", create_only=True)
+            assert fwd.holding.wait(10)
+            racer = pool.submit(storage.write, "k", b"racer", create_only=True)
+            assert not _done(racer, 1.0)  # held behind the first body (slowness could only hide this, not fake it)
+            fwd.release.set()
+            first.result(30)
+            with pytest.raises(AlreadyExistsError):
+                racer.result(30)
+        assert storage.read("k") == b"first"
+    finally:
+        fwd.close()
+
+
+def _done(fut: Any, seconds: float) -> bool:
+    try:
+        fut.exception(timeout=seconds)
+    except TimeoutError:
+        return False
+    return True
+
+
 def test_hedged_commit_log_writers_never_leave_two_records_for_a_batch(proxied: tuple[Any, Path], tmp_path: Path) -> None:
     proxy, _ = proxied
     state = HedgeState()
@@ -179,7 +256,30 @@ def test_the_budget_caps_hedges_to_a_fraction_of_uploads(proxied: tuple[Any, Pat
         storage.write(f"commits/{i}", b"v2\n{}", create_only=True)
     assert state.drain(30)
     assert state.requests == 20
-    assert 3 <= state.hedges <= 3 + 0.1 * 20  # the bucket starts full (3), then earns 0.1 per upload
+    size = bucket_size(0.1)  # 12.8: the bucket starts full, then earns 0.1 per upload
+    assert int(size) <= state.hedges <= size + 0.1 * 20 < 20
+
+
+def test_under_seed_001s_tail_no_stalled_upload_waits_for_a_hedge_token(tmp_path: Path) -> None:
+    """The regression behind p999 hedged/unhedged 0.97×: a bucket of 3 tokens, emptied by the
+    quantile's ordinary hedges (~3 % of uploads), left a stall in ten or so without a token. The
+    policy (HedgeState's earn, delay, spend, observe) is replayed on the benchmark's seeded delays."""
+    opts = StoreOptions(local_dir=tmp_path, hedge="adaptive")
+    toxic = TailLatency(latency=50, jitter=10, tail=10, stall=2000, stall_permille=10)
+    stalls, refused = 0, 0
+    for seed in range(5):
+        rng, state = random.Random(seed), HedgeState()
+        for _ in range(3000):
+            state.earn(opts.hedge_budget)
+            first, delay = toxic.draw_ms(rng) / 1000, state.delay("changelog", opts)
+            took, hedged = first, first > delay and state.spend()
+            if hedged:
+                took = min(first, delay + toxic.draw_ms(rng) / 1000)
+            stalls += first >= 2.0
+            refused += first >= 2.0 and not hedged  # the delay is far below a stall: only a token can be missing
+            state.observe("changelog", took)
+        assert state.hedges <= opts.hedge_budget * 3000 + bucket_size(opts.hedge_budget)
+    assert stalls >= 100 and refused == 0
 
 
 def test_adaptive_delay_is_the_running_quantile_within_floor_and_cap(tmp_path: Path) -> None:

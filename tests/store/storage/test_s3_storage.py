@@ -13,8 +13,8 @@ import pytest
 from conftest import s3_settings, s3_storage
 from minio.error import S3Error
 from s3server import S3Server
-from statebed_base.errors import AlreadyExistsError, MissingFileError, StorageError, StorageUnavailableError, UsageError
 
+from statebed_base.errors import AlreadyExistsError, MissingFileError, StorageError, StorageUnavailableError, UsageError
 from statebed_store import S3Settings, S3Storage, open_storage
 from statebed_store.storage import parse_s3_url
 

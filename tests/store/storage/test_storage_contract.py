@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from statebed_base.errors import AlreadyExistsError, MissingFileError, UsageError
 
+from statebed_base.errors import AlreadyExistsError, MissingFileError, UsageError
 from statebed_store import Storage
 
 DATA = bytes(range(256)) * 4

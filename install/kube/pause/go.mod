@@ -1,0 +1,3 @@
+module statebed.local/pause
+
+go 1.25.0

@@ -1,0 +1,110 @@
+"""What the storage faults share: add one toxic to the S3 proxy (Toxiproxy), remove it, prove it acted.
+
+The toxic is named `statebed-<fault id>` so concurrent storage faults never collide. Proof
+comes from what the toxic did to statebed's own S3 requests, as every process of the run logs
+them (`statebed_store.storage.request_log`), never from its schedule nor from the proxy: a
+request that started inside the toxic's window and shows the toxic's effect (`acted_on`:
+slowed by at least the latency, held until the heal, cut, throttled), at a higher rate than
+the requests outside the window show it. No request log: fired=None (unknown); requests in the
+window but none affected, or no request at all: fired=False.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, ClassVar
+
+from statebed_store.formats import PLUGIN_FORMATS, STATEBED_FORMATS
+from statebed_store.storage.request_log import read_requests
+
+from .base import Evidence, Fault, FaultContext, FaultSpec, NotApplicable
+
+__all__ = ["ToxicFault", "duration_ms", "failed"]
+
+
+class ToxicFault(Fault):
+    """A toxic on the proxy "s3"; subclasses set `toxic_type` and `defaults` (its attributes)."""
+
+    formats = STATEBED_FORMATS | PLUGIN_FORMATS  # native: the JVM plug-in logs Spark's checkpoint writes (`RequestLog`)
+    needs = frozenset({"s3-proxy"})
+    toxic_type: ClassVar[str]
+    defaults: ClassVar[dict[str, int]]
+
+    def __init__(self, spec: FaultSpec) -> None:
+        super().__init__(spec)
+        self._started: float | None = None  # wall-clock window of the toxic (the request log's times are wall-clock)
+        self._healed: float | None = None
+
+    @property
+    def toxic_name(self) -> str:
+        return f"statebed-{self.spec.id}"
+
+    def attributes(self) -> dict[str, int]:
+        """The toxic's attributes: the defaults, overridden by the fault's params of the same name."""
+        out = dict(self.defaults)
+        for key in out:
+            if key in self.spec.params:
+                out[key] = int(self.spec.params[key])
+        return out
+
+    def inject(self, ctx: FaultContext) -> dict[str, Any]:
+        if ctx.proxy is None:
+            raise NotApplicable(f"{self.kind} needs the S3 proxy (storage: s3)")
+        stream = str(self.spec.params.get("stream", "downstream"))
+        toxicity = float(self.spec.params.get("toxicity", 1.0))
+        self._started, self._healed = time.time(), None
+        ctx.proxy.add_toxic(name=self.toxic_name, type=self.toxic_type, stream=stream, toxicity=toxicity, attributes=self.attributes())
+        return {
+            "proxy": ctx.proxy.name,
+            "toxic": self.toxic_name,
+            "type": self.toxic_type,
+            "stream": stream,
+            "toxicity": toxicity,
+            "attributes": self.attributes(),
+        }
+
+    def heal(self, ctx: FaultContext) -> None:
+        if ctx.proxy is None or self._started is None:
+            return
+        if ctx.proxy.get_toxic(self.toxic_name) is not None:
+            ctx.proxy.destroy_toxic(self.toxic_name)
+        if self._healed is None:
+            self._healed = time.time()
+
+    def acted_on(self, req: dict[str, Any], healed: float | None) -> bool:
+        """Whether `req` shows this toxic's effect (`healed`: when the toxic went, None outside its window)."""
+        raise NotImplementedError
+
+    def evidence(self, ctx: FaultContext) -> Evidence:
+        started = self._started
+        if started is None:
+            return Evidence(False, f"{self.kind}: never injected (its trigger was not reached)")
+        end = self._healed if self._healed is not None else time.time()
+        where = ctx.run.s3_requests
+        requests = read_requests(where)
+        if not requests:
+            return Evidence(None, f"{self.kind}: no S3 request was logged under {where}: cannot tell whether toxic {self.toxic_name} acted")
+        inside = [r for r in requests if started <= float(r["start"]) < end]
+        outside = [r for r in requests if float(r["end"]) < started or float(r["start"]) >= end]
+        hits = [r for r in inside if self.acted_on(r, end)]
+        usual = sum(self.acted_on(r, None) for r in outside)
+        window = f"toxic {self.toxic_name} active {end - started:.1f}s"
+        if not hits:
+            return Evidence(False, f"{self.kind}: {window}; none of the {len(inside)} S3 requests started in it shows its effect")
+        if outside and usual / len(outside) >= len(hits) / len(inside):
+            return Evidence(
+                False,
+                f"{self.kind}: {window}; {len(hits)} of {len(inside)} requests in it look affected, but as many do outside it "
+                f"({usual} of {len(outside)}): not the toxic's doing",
+            )
+        detail = f"{self.kind}: {window}; {len(hits)} of {len(inside)} S3 requests started in it show its effect ({usual} of {len(outside)} outside)"
+        return Evidence(True, detail, [dict(r, source=str(where)) for r in hits[:20]])
+
+
+def duration_ms(req: dict[str, Any]) -> float:
+    return (float(req["end"]) - float(req["start"])) * 1000.0
+
+
+def failed(req: dict[str, Any]) -> bool:
+    """Cut: the request failed or urllib3 had to send it again."""
+    return req.get("error") is not None or int(req.get("retries") or 0) > 0

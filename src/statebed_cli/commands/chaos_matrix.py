@@ -1,0 +1,143 @@
+"""`statebed chaos matrix`: fault kinds × workloads × formats × seeds, one verdict.
+
+Exit codes: 0 only when something was proven: at least one statebed V2 cell ran and every
+one is valid, and a V1 positive control (a V1 cell on bucket-collect or sample3) was caught by
+a state or lineage anomaly (native cells count only with --strict-native); 1 otherwise, the
+verdict line (and the JSON summary's "reasons") saying why, also for a selection with no V2
+cell or no V1 control; 2 unusable flags (one line naming the flag), 130 interrupted (the
+running cell's processes are stopped by the runner).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from statebed_base.errors import UsageError
+from statebed_chaos.baseline_cache import Baselines
+from statebed_chaos.experiment import Experiment
+from statebed_chaos.experiment_runner import ExperimentResult, run_experiment
+from statebed_chaos.k8s_backend import K8sSettings
+from statebed_chaos.matrix import MatrixResult, RunCell, render_table, render_verdict, run_experiment_cell, run_matrix
+from statebed_chaos.matrix_presets import PRESETS, plan_cells
+from statebed_model.experimentdir import MatrixDir
+
+from ..backend import add_backend_arg, baselines_cache, k8s_settings
+from ..common import emit_json, fresh_output_dir
+from .report import default_report
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser(
+        "matrix",
+        help="run the fault × workload × format × seed matrix and judge it",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--quick", action="store_true", help="the small matrix `make test` runs (default)")
+    p.add_argument(
+        "--full", action="store_true", help="the nightly matrix: every fault kind × 3 workloads × v1/v2/native-v1/native-v2 × 12 seeds"
+    )
+    p.add_argument("--seeds", metavar="N", help="seeds 1..N per cell (default: quick 1, full 12)")
+    p.add_argument("--faults", metavar="A,B", help="only these fault kinds (of the preset's cells)")
+    p.add_argument("--workloads", metavar="A,B", help="only these workloads")
+    p.add_argument("--formats", metavar="A,B", help="only these formats: v1, v2, native-v1, native-v2")
+    p.add_argument("--out", metavar="DIR", type=Path, help="where the cells' directories go (default: runs/<time>-matrix-<preset>)")
+    p.add_argument("--keep", action="store_true", help="keep the directories of valid cells too")
+    p.add_argument("--strict-native", action="store_true", help="native Spark cells that are not valid fail the exit code")
+    p.add_argument("--json", action="store_true", help='machine-readable output: {"runs": [...], "summary": {...}}')
+    p.add_argument("--no-report", action="store_true", help="do not write report.html (the matrix's and each kept cell's)")
+    add_backend_arg(p)
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace, run_cell: RunCell = run_experiment_cell) -> int:
+    if args.quick and args.full:
+        raise UsageError("--quick and --full: give one of them")
+    preset = PRESETS["full" if args.full else "quick"]
+    seeds = preset.seeds if args.seeds is None else _positive("--seeds", args.seeds)
+    cells, skipped = plan_cells(
+        preset,
+        seeds,
+        faults=_names("--faults", args.faults),
+        workloads=_names("--workloads", args.workloads),
+        formats=_names("--formats", args.formats),
+    )
+    if not cells:
+        raise UsageError(
+            f"no cell of the selection applies: {'; '.join(f'{s.fault}/{s.workload}/{s.format}: {s.reason}' for s in skipped)}"
+        )
+    k8s = k8s_settings(args)  # before the output directory: a bad environment leaves nothing behind
+    cache_dir = baselines_cache(args).directory
+    out = _out_dir(args.out, preset.name)
+    if k8s is not None and run_cell is run_experiment_cell:
+        run_cell = _k8s_cell(k8s)
+    result = run_matrix(
+        cells,
+        skipped,
+        out,
+        preset=preset.name,
+        run_cell=run_cell,
+        keep=args.keep,
+        strict_native=args.strict_native,
+        baselines_dir=cache_dir,
+    )
+    MatrixDir(out).write_record(result.to_json())
+    report = None if args.no_report else default_report("chaos matrix", out)
+    _report(result, as_json=args.json)
+    if report is not None:
+        print(f"report: {report}", file=sys.stderr if args.json else sys.stdout)
+    return result.exit_code
+
+
+def _k8s_cell(k8s: K8sSettings) -> RunCell:
+    """The real cell on the Kubernetes backend."""
+
+    def cell(exp: Experiment, seed: int, out_dir: Path, baselines: Baselines) -> ExperimentResult:
+        return run_experiment(exp, seed=seed, out_dir=out_dir, progress=True, baselines=baselines, k8s=k8s)
+
+    return cell
+
+
+def _positive(flag: str, text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise UsageError(f"{flag}: expected an integer >= 1, got {text!r}") from None
+    if value < 1:
+        raise UsageError(f"{flag}: expected an integer >= 1, got {value}")
+    return value
+
+
+def _names(flag: str, text: str | None) -> list[str] | None:
+    if text is None:
+        return None
+    names = [n.strip() for n in text.split(",")]
+    if not all(names):
+        raise UsageError(f"{flag}: expected a comma-separated list of names, got {text!r}")
+    return names
+
+
+def _out_dir(out: Path | None, preset: str) -> Path:
+    """A new or empty directory: cell directories are created (and removed) only inside it."""
+    return fresh_output_dir(out if out is not None else Path("runs") / f"{time.strftime('%Y%m%d-%H%M%S')}-matrix-{preset}")
+
+
+def _report(result: MatrixResult, *, as_json: bool) -> None:
+    """The table and verdict on stdout (JSON instead with --json); replay commands after them."""
+    failing = result.failing()
+    lines = [f"  {r.cell.name}: {'INVALID' if r.valid is False else 'UNKNOWN'}: {r.reproduce}" for r in failing]
+    if as_json:
+        emit_json(result.to_json())
+        print(render_verdict(result), file=sys.stderr)
+        if lines:
+            print("reproduce:\n" + "\n".join(lines), file=sys.stderr)
+        return
+    print(render_table(result))
+    for s in result.skipped:
+        print(f"  n/a {s.fault}/{s.workload}/{s.format}: {s.reason}")
+    print(render_verdict(result))
+    if lines:
+        print("cells not valid (directories kept; reproduce with):\n" + "\n".join(lines))

@@ -1,0 +1,176 @@
+"""The job's options in one place, with defaults that run on a laptop in under a minute.
+
+Validation lives here, once: a bad value is a `FieldError` naming the field as this class spells
+it (`snapshot_interval`); the CLI maps it to its flag (`--snapshot-interval`), an experiment file
+to its key. Which flag gives back which field is the CLI's business: `statebed_report.reproduce`
+holds the table the report's reproduce line and the CLI share."""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+from statebed_base.errors import FieldError
+from statebed_store.config import MAX_SNAPSHOT_INTERVAL
+from statebed_store.formats import FORMATS, V2, Format, from_run_json, to_run_json
+
+__all__ = ["SPECULATION_CONF", "JobOptions"]
+
+FormatName = str  # a name in statebed_store.formats.FORMATS (`fmt` is its Format)
+ClusterKind = Literal["local", "standalone"]
+
+# Speculation tuned so a task that stalls gets a copy within seconds (Spark's defaults
+# wait for 75% of tasks and a 1.5x median, checked every 100 ms).
+SPECULATION_CONF = {
+    "spark.speculation": "true",
+    "spark.speculation.interval": "200ms",
+    "spark.speculation.multiplier": "1.5",
+    "spark.speculation.quantile": "0.5",
+    "spark.speculation.minTaskRuntime": "500ms",
+}
+
+
+@dataclass
+class JobOptions:
+    workload: str = "count"
+    batches: int = 6
+    partitions: int = 3
+    rows_per_batch: int = 20_000
+    keyspace: int = 5_000
+    format: FormatName = V2.name
+    cluster: ClusterKind = "local"
+    workers: int = 2  # standalone only
+    checkpoint: str = "checkpoint"  # relative to the run directory, or a path / s3:// URL
+    snapshot_interval: int = 10
+    hedge: str = "off"  # hedged create-only uploads: off | on | adaptive (StoreOptions.hedge)
+    # Make attempt 0 of one task slow but alive after its commit ("batch:partition:ms"):
+    # Spark then launches a speculative copy and both attempts write files.
+    slow_task: str | None = None
+    source: str = "generated"  # or "ingest": read what has landed in `landing` (see statebed_model.sources)
+    landing: str | None = None  # the ingest landing area (a local directory: Spark reads its data/)
+    # A continuous ingest run (any stop condition set): micro-batches every `trigger_ms` over
+    # whatever has landed, until `duration_s` passed, `until_records` were committed or
+    # `stop_file` exists; then it drains what has landed and stops.
+    duration_s: float | None = None
+    until_records: int | None = None
+    stop_file: str | None = None
+    trigger_ms: int = 500
+    extra_conf: dict[str, str] = field(default_factory=dict)
+    # Every random choice of a task derives from (seed, batch, partition, attempt), so a run
+    # replays; None draws one (saved in run.json). Checkpoint ids stay random: they must be unique.
+    seed: int | None = None
+    # Maintenance (`maintenance.py`): committed versions each store keeps loadable (Spark's
+    # minBatchesToRetain, 100), and seconds between passes (Spark's maintenanceInterval, 60 s;
+    # 0: a pass after every committed batch).
+    retain: int = 100
+    maintenance_interval_s: float = 60.0
+    # Seconds an SST no kept snapshot names is left alone (an upload in flight publishes its SSTs
+    # before the zip that names them): StoreOptions.sst_orphan_grace_s.
+    sst_grace_s: float = 600.0
+    # Which of Spark's checkpoint file managers the plug-in wraps (native-v1/native-v2): "rename"
+    # (the default FileContext one: temp file, then rename = copy + delete on S3) or "abortable"
+    # (spark-hadoop-cloud's, which Spark's docs recommend on S3: written in place; s3:// only).
+    checkpoint_file_manager: str = "rename"
+
+    def __post_init__(self) -> None:
+        if self.format not in FORMATS:
+            raise FieldError("format", f"must be a format statebed knows ({', '.join(FORMATS)}), got {self.format!r}")
+        if self.hedge not in ("off", "on", "adaptive"):
+            raise FieldError("hedge", f"must be off, on or adaptive, got {self.hedge!r}")
+        if self.cluster not in ("local", "standalone"):
+            raise FieldError("cluster", f"must be local or standalone, got {self.cluster!r}")
+        for name in ("batches", "partitions", "rows_per_batch", "keyspace", "workers", "snapshot_interval"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise FieldError(name, f"must be an integer >= 1, got {value!r}")
+        if self.snapshot_interval > MAX_SNAPSHOT_INTERVAL:
+            raise FieldError(
+                "snapshot_interval", f"must be <= {MAX_SNAPSHOT_INTERVAL} (a lineage must fit 64 KiB), got {self.snapshot_interval}"
+            )
+        if self.workers > 20:
+            raise FieldError("workers", f"must be 1..20, got {self.workers}")
+        for name in ("workload", "checkpoint"):
+            if not isinstance(getattr(self, name), str) or not getattr(self, name):
+                raise FieldError(name, f"must be a non-empty string, got {getattr(self, name)!r}")
+        if not isinstance(self.extra_conf, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in self.extra_conf.items()):
+            raise FieldError("extra_conf", f"must be KEY=VALUE strings, got {self.extra_conf!r}")
+        if self.slow_task is not None:
+            self.slow_task_spec()
+        if self.seed is None:
+            self.seed = secrets.randbits(32)
+        if not isinstance(self.seed, int) or isinstance(self.seed, bool) or not 0 <= self.seed < 2**63:
+            raise FieldError("seed", f"must be an integer in 0..2^63-1, got {self.seed!r}")
+        self._check_maintenance()
+        if self.source not in ("generated", "ingest"):
+            raise FieldError("source", f"must be generated or ingest, got {self.source!r}")
+        if (self.source == "ingest") != (self.landing is not None):
+            raise FieldError("landing", "is needed by the ingest source, and only by it")
+        self._check_continuous()
+        self._check_file_manager()
+
+    def _check_maintenance(self) -> None:
+        if not isinstance(self.retain, int) or isinstance(self.retain, bool) or not 1 <= self.retain <= 10**9:
+            raise FieldError("retain", f"must be an integer in 1..1000000000, got {self.retain!r}")
+        i = self.maintenance_interval_s
+        if not isinstance(i, int | float) or isinstance(i, bool) or not 0 <= i <= 86_400:
+            raise FieldError("maintenance_interval_s", f"must be 0..86400 seconds, got {i!r}")
+        g = self.sst_grace_s
+        if not isinstance(g, int | float) or isinstance(g, bool) or not 0 <= g <= 7 * 86_400:
+            raise FieldError("sst_grace_s", f"must be 0..604800 seconds, got {g!r}")
+
+    def _check_file_manager(self) -> None:
+        m = self.checkpoint_file_manager
+        if m not in ("rename", "abortable"):
+            raise FieldError("checkpoint_file_manager", f"must be rename or abortable, got {m!r}")
+        if m == "abortable" and not (self.fmt.plugin and self.checkpoint.startswith("s3://")):
+            plugin = ", ".join(f.name for f in FORMATS.values() if f.plugin)
+            raise FieldError(
+                "checkpoint_file_manager", f"abortable needs Spark's own store with the plug-in ({plugin}) on an s3:// checkpoint"
+            )
+
+    def _check_continuous(self) -> None:
+        if self.continuous and self.source != "ingest":
+            raise FieldError("source", "must be ingest for a stop condition (a duration, a record count or a stop file)")
+        d, n = self.duration_s, self.until_records
+        if d is not None and (not isinstance(d, int | float) or isinstance(d, bool) or not 0 < d < 1e7):
+            raise FieldError("duration_s", f"must be a number of seconds > 0, got {d!r}")
+        if n is not None and (not isinstance(n, int) or isinstance(n, bool) or n < 1):
+            raise FieldError("until_records", f"must be an integer >= 1, got {n!r}")
+        if not isinstance(self.trigger_ms, int) or isinstance(self.trigger_ms, bool) or not 0 < self.trigger_ms <= 3_600_000:
+            raise FieldError("trigger_ms", f"must be 1..3600000, got {self.trigger_ms!r}")
+
+    @property
+    def continuous(self) -> bool:
+        """Batches over what keeps landing until a stop condition (else: the files there at start)."""
+        return self.duration_s is not None or self.until_records is not None or self.stop_file is not None
+
+    @property
+    def fmt(self) -> Format:
+        """The run's format (`mode` names it)."""
+        return FORMATS[self.format]
+
+    @property
+    def native(self) -> bool:
+        """On Spark's own RocksDB store rather than statebed's (`Format.native`)."""
+        return self.fmt.native
+
+    def slow_task_spec(self) -> tuple[int, int, int] | None:
+        if self.slow_task is None:
+            return None
+        try:
+            b, p, ms = (int(x) for x in str(self.slow_task).split(":"))
+            if min(b, p, ms) < 0:
+                raise ValueError
+        except ValueError:
+            raise FieldError("slow_task", f"wants BATCH:PARTITION:MILLISECONDS, got {self.slow_task!r}") from None
+        return b, p, ms
+
+    def to_json(self) -> dict[str, Any]:
+        """As run.json's `params` keeps them (the format under `mode`)."""
+        return to_run_json(asdict(self))
+
+    @classmethod
+    def from_json(cls, params: dict[str, Any]) -> JobOptions:
+        """The options run.json's `params` hold (`to_json`'s inverse; FieldError names a bad field)."""
+        return cls(**from_run_json(params))

@@ -1,0 +1,268 @@
+"""The local engine: one RocksDB instance (rocksdict, raw bytes) per store.
+
+The WAL is off: durability comes from changelogs in checkpoint storage, and a local
+instance whose process died is never trusted again (it is rebuilt from storage).
+
+Batched access is key-sorted: every batched put, delete, get and changelog replay is
+ordered by key first (a stable Arrow sort, so repeated keys keep their order). RocksDB's
+memtable and block cache work far better on sorted runs; measured here on 500k random
+keys: WriteBatch 1.22 s unsorted vs 0.84 s sorted (sort included), point reads 1.05 s vs
+0.51 s. Reads use the binding's single `get` in a loop: rocksdict's multi-get measured
+2.5x slower than that loop. rocksdict offers no bulk call below these, so a loop over
+the batch inside one method is the floor; nothing else runs per row.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from rocksdict import BlockBasedOptions, Cache, Checkpoint, Options, Rdict, RdictIter, WriteBatch, WriteOptions
+
+from statebed_base.errors import CorruptFileError, StatebedError, UnknownFormatError
+
+__all__ = ["Merge", "RocksEngine", "key_order"]
+
+
+@dataclass(frozen=True)
+class Merge:
+    """How a replay folds merge records: `fold(existing or None, operand)`, `check(merged value)`."""
+
+    put_op: int
+    fold: Callable[[bytes | None, bytes], bytes]
+    check: Callable[[bytes], None]
+
+
+_SORT_MIN = 64  # below this, sorting costs more than it saves
+
+
+def key_order(keys: pa.Array) -> np.ndarray | None:
+    """Stable sort order of a batch's keys (bytewise, RocksDB's comparator), or None if tiny."""
+    if len(keys) < _SORT_MIN:
+        return None
+    return pc.sort_indices(keys).to_numpy()  # type: ignore[no-any-return]
+
+
+_CACHE_LOCK = threading.Lock()
+_BLOCK_CACHE: Cache | None = None
+
+
+def _block_cache() -> Cache:
+    """One block cache per process, shared by every instance (like Spark's bounded memory)."""
+    global _BLOCK_CACHE
+    with _CACHE_LOCK:
+        if _BLOCK_CACHE is None:
+            _BLOCK_CACHE = Cache(256 << 20)
+        return _BLOCK_CACHE
+
+
+def _options() -> Options:
+    opts = Options(raw_mode=True)
+    opts.create_if_missing(True)
+    table = BlockBasedOptions()
+    table.set_bloom_filter(10, False)
+    table.set_block_cache(_block_cache())
+    opts.set_block_based_table_factory(table)
+    opts.set_max_background_jobs(2)
+    return opts
+
+
+class RocksEngine:
+    """A RocksDB directory opened for raw bytes; not thread-safe (one task at a time)."""
+
+    def __init__(self, path: Path, origin: Mapping[str, str] | None = None) -> None:
+        """`origin`: local SST name -> the checkpoint file it came from, so damage names that file."""
+        self.path = Path(path)
+        self.origin = dict(origin or {})
+        self.path.mkdir(parents=True, exist_ok=True)
+        try:
+            self._db: Rdict | None = Rdict(str(self.path), _options())
+        except Exception as e:  # rocksdict raises plain Exception subclasses
+            raise StatebedError(f"{self.path}: cannot open RocksDB instance ({e})") from None
+        wo = WriteOptions()
+        wo.disable_wal = True  # type: ignore[method-assign,assignment]  # a property at runtime; the stub says method
+        self.db.set_write_options(wo)
+
+    # -- reads --------------------------------------------------------------------------
+    def get_many(self, keys: pa.Array) -> list[bytes | None]:
+        """Values of `keys` (None where absent), in the order of `keys`; looked up sorted."""
+        get = self.db.get
+        order = key_order(keys)
+        if order is None:
+            return list(map(get, keys.to_pylist()))
+        found = np.empty(len(keys), dtype=object)
+        found[order] = list(map(get, keys.take(order).to_pylist()))
+        return found.tolist()
+
+    def items(self, start: bytes | None = None, end: bytes | None = None, prefix: bytes | None = None) -> Iterator[tuple[bytes, bytes]]:
+        """Ordered `(key, value)` from `start` (or `prefix`) up to `end` exclusive."""
+        it = self.db.iter()
+        first = prefix if prefix is not None else start
+        if first is None:
+            it.seek_to_first()
+        else:
+            it.seek(first)
+        while it.valid():
+            k = it.key()
+            if prefix is not None and not k.startswith(prefix):
+                return
+            if end is not None and k >= end:
+                return
+            yield k, it.value()
+            it.next()
+        error = self._failure(it)
+        del it  # a live iterator keeps the instance (and its LOCK) open: drop it before raising
+        if error is not None:
+            raise error
+
+    def verify(self) -> int:
+        """Read every entry, checking every block's checksum; the number of entries.
+
+        RocksDB reports a damaged block only through the iterator's status (the scan just
+        stops early), so a scan that is not checked would silently drop the rest of the state.
+        """
+        it = self.db.iter()
+        it.seek_to_first()
+        n = 0
+        while it.valid():
+            n += 1
+            it.next()
+        error = self._failure(it)
+        del it
+        if error is not None:
+            raise error
+        return n
+
+    def _failure(self, it: RdictIter) -> CorruptFileError | UnknownFormatError | None:
+        """The error naming the damaged SST (its checkpoint file when known) if the scan failed."""
+        try:
+            it.status()
+        except Exception as e:  # rocksdict raises plain Exception with RocksDB's status text
+            msg = str(e)
+            local = re.search(r"(\d+\.sst)", msg)
+            name = local.group(1) if local else None
+            where = self.origin.get(name, str(self.path / name)) if name else str(self.path)
+            if "merge_operator" in msg:  # an unmerged operand, and the checkpoint names no merge operator
+                return UnknownFormatError(where, f"holds RocksDB merge operands this reader cannot fold ({msg})")
+            return CorruptFileError(where, f"RocksDB read failed, state is damaged ({msg})")
+        return None
+
+    def num_keys_estimate(self) -> int:
+        return int(self.db.property_int_value("rocksdb.estimate-num-keys") or 0)
+
+    # -- writes -------------------------------------------------------------------------
+    def put_many(self, keys: pa.Array, values: pa.Array) -> None:
+        """One WriteBatch for the batch, in key order (later duplicates still win)."""
+        order = key_order(keys)
+        if order is not None:
+            keys, values = keys.take(order), values.take(order)
+        wb = WriteBatch(raw_mode=True)
+        put = wb.put
+        for k, v in zip(keys.to_pylist(), values.to_pylist()):
+            put(k, v)
+        self.db.write(wb)
+
+    def delete_many(self, keys: pa.Array) -> None:
+        order = key_order(keys)
+        wb = WriteBatch(raw_mode=True)
+        delete = wb.delete
+        for k in (keys.take(order) if order is not None else keys).to_pylist():
+            delete(k)
+        self.db.write(wb)
+
+    def apply(
+        self,
+        ops: Sequence[int],
+        keys: Sequence[bytes],
+        values: Sequence[bytes | None],
+        delete_op: int,
+        batch: int = 200_000,
+        merge: Merge | None = None,
+    ) -> int:
+        """Replay changelog records (parallel lists, in write order) in key order, stably.
+
+        Merge records (any op other than `delete_op` and `merge.put_op`) are folded into the
+        key's value with `merge` (RocksDB's operator as the writer configured it), never put.
+        """
+        order = key_order(pa.array(keys, pa.binary()))
+        idx = order.tolist() if order is not None else list(range(len(keys)))
+        if merge is not None:
+            return self._apply_merging(ops, keys, values, delete_op, idx, merge)
+        wb = WriteBatch(raw_mode=True)
+        pending = 0
+        for i in idx:
+            if ops[i] == delete_op:
+                wb.delete(keys[i])
+            else:
+                wb.put(keys[i], values[i])
+            pending += 1
+            if pending >= batch:
+                self.db.write(wb)
+                wb, pending = WriteBatch(raw_mode=True), 0
+        if pending:
+            self.db.write(wb)
+        return len(keys)
+
+    def _apply_merging(
+        self, ops: Sequence[int], keys: Sequence[bytes], values: Sequence[bytes | None], delete_op: int, idx: list[int], merge: Merge
+    ) -> int:
+        """Key by key (the stable sort keeps each key's records together, in write order): the final value."""
+        wb = WriteBatch(raw_mode=True)
+        unset = object()
+        i = 0
+        while i < len(idx):
+            key, cur, merged = keys[idx[i]], unset, False
+            while i < len(idx) and keys[idx[i]] == key:
+                op, value = ops[idx[i]], values[idx[i]]
+                if op == delete_op:
+                    cur = None
+                elif op == merge.put_op:
+                    cur = value
+                else:
+                    assert value is not None
+                    base = self.db.get(key) if cur is unset else cur
+                    cur, merged = merge.fold(base, value), True  # type: ignore[arg-type]
+                i += 1
+            if merged:
+                merge.check(cur)  # type: ignore[arg-type]
+            if cur is None:
+                wb.delete(key)
+            else:
+                wb.put(key, cur)
+        self.db.write(wb)
+        return len(keys)
+
+    # -- files --------------------------------------------------------------------------
+    def checkpoint(self, dest: Path) -> None:
+        """A consistent copy of the current state in `dest` (SSTs hard-linked, memtable flushed)."""
+        self.db.flush(True)
+        if dest.exists():
+            shutil.rmtree(dest)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        Checkpoint(self.db).create_checkpoint(str(dest))
+
+    @property
+    def db(self) -> Rdict:
+        if self._db is None:
+            raise StatebedError(f"{self.path}: RocksDB instance is closed")
+        return self._db
+
+    def close(self) -> None:
+        db, self._db = self._db, None
+        if db is not None:
+            db.close()
+
+    @staticmethod
+    def clear_dir(path: Path) -> None:
+        """Make `path` an empty directory (a fresh instance or a snapshot to unpack)."""
+        if path.exists():
+            shutil.rmtree(path)
+        os.makedirs(path, exist_ok=True)
