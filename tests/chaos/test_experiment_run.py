@@ -132,9 +132,12 @@ def test_storage_latency_through_the_proxy_fires_and_v2_on_s3_stays_valid(tmp_pa
 def test_storage_latency_on_sparks_own_store_over_s3a_fires_and_native_v2_stays_valid(tmp_path: Path) -> None:
     """Spark's own store with its checkpoint in the bucket (S3A, the installer's jars), MinIO behind
     Toxiproxy, a latency toxic during batch 1: the proof is Spark's own checkpoint writes, as the
-    JVM plug-in logged them, slowed inside the window; both verifiers read the checkpoint on S3."""
+    JVM plug-in logged them, slowed inside the window; both verifiers read the checkpoint on S3.
+    Every request the plug-in logged in the window counts (an `exists` of the source's log slowed
+    by the toxic is as much its effect as a write), but Spark's checkpoint writes must be among them."""
     res, out = _s3_latency(tmp_path, "s3a-latency", workload="count", format="native-v2", verifiers=["lineage", "state"])
     proof = res["faults"][0]["proof"]
-    assert proof and all(p["file"].startswith("s3a://statebed/") and p["op"] == "write" for p in proof), proof
+    assert proof and all(p["file"].startswith("s3a://statebed/") for p in proof), proof
+    assert any(p["op"] == "write" for p in proof), proof
     assert not (out / "faulted" / "spark-checkpoint").exists()  # Spark's checkpoint is in the bucket, not here
     assert_no_process_left(out)
