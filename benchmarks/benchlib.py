@@ -18,9 +18,11 @@ import math
 import os
 import pstats
 import shutil
+import signal
 import statistics
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
@@ -30,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from statebed_base.entry import sigterm_unwinds
 from statebed_base.processes import run_to_end
 from statebed_store import CountingStorage, S3Settings, Storage, open_storage
 from statebed_store.storage import S3Storage
@@ -99,6 +102,8 @@ class Env:
 
 @contextlib.contextmanager
 def environment(args: argparse.Namespace, name: str) -> Iterator[Env]:
+    previous = signal.getsignal(signal.SIGTERM)
+    sigterm_unwinds()  # a benchmark stopped by SIGTERM still stops the servers it started
     kind = args.storage or ("s3" if args.s3_endpoint or os.environ.get("STATEBED_BENCH_S3") == "1" else "local")
     if args.workdir is not None:
         root = Path(args.workdir) / f"{name}-{uuid.uuid4().hex[:8]}"
@@ -110,6 +115,8 @@ def environment(args: argparse.Namespace, name: str) -> Iterator[Env]:
         yield env
     finally:
         env.close()
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, previous)  # main() run in-process (the smoke tests) leaves its caller's handler
 
 
 # -- data ----------------------------------------------------------------------------------

@@ -32,6 +32,7 @@ __all__ = [
     "escaped_output",
     "exit_code",
     "guarded",
+    "sigterm_unwinds",
 ]
 
 EXIT_UNUSABLE = 2
@@ -59,10 +60,16 @@ def _terminate(_signum: int, _frame: object) -> None:
     raise KeyboardInterrupt
 
 
-def guarded(prog: str, body: Callable[[], int]) -> int:
-    """`body()`'s exit code; a StatebedError, Ctrl-C, SIGTERM or bug becomes one line naming `prog` and its code."""
+def sigterm_unwinds() -> None:
+    """SIGTERM raises KeyboardInterrupt in the main thread, so `finally` blocks stop what a process
+    started (servers, JVMs) as on Ctrl-C; by default SIGTERM ends Python without unwinding."""
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _terminate)
+
+
+def guarded(prog: str, body: Callable[[], int]) -> int:
+    """`body()`'s exit code; a StatebedError, Ctrl-C, SIGTERM or bug becomes one line naming `prog` and its code."""
+    sigterm_unwinds()
     try:
         return int(body())
     except StatebedError as e:

@@ -8,13 +8,16 @@ from __future__ import annotations
 import importlib.util
 import json
 import math
+import signal
+import subprocess
 import sys
+import time
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
-from process_helpers import assert_no_process_left
+from process_helpers import assert_no_process_left, interrupt_when
 
 BENCH_DIR = Path(__file__).resolve().parents[2] / "benchmarks"
 
@@ -193,6 +196,31 @@ def test_hedged_commit(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> No
     assert gated >= {"p999 hedged/unhedged (toxic)", "p50 hedged/unhedged (toxic)", "extra requests hedged (toxic)"}
     assert all(math.isfinite(r["value"]) and r["value"] > 0 for r in res["ratios"])
     assert list(tmp_path.iterdir()) == [], "the work directory is cleaned up"
+
+
+def _processes_naming(path: Path, but: int) -> list[int]:
+    """PIDs but `but` whose command line names `path` (the servers a benchmark started under its work directory)."""
+    pids = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and int(proc.name) != but and str(path) in (proc / "cmdline").read_bytes().decode(errors="replace"):
+                pids.append(int(proc.name))
+        except OSError:  # gone meanwhile
+            pass
+    return pids
+
+
+def test_a_benchmark_stopped_by_sigterm_stops_the_servers_it_started(tmp_path: Path) -> None:
+    """SIGTERM (a CI job's timeout, `kill`) unwinds like Ctrl-C: the MinIO hedged_commit started goes with it
+    (seen: a benchmark SIGTERMed mid-run left its MinIO running)."""
+    cmd = [sys.executable, str(BENCH_DIR / "hedged_commit.py"), "--quick", "--json", "--workdir", str(tmp_path)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    interrupt_when(proc, lambda: bool(_processes_naming(tmp_path, proc.pid)), signal.SIGTERM)
+    assert proc.returncode != 0
+    deadline = time.monotonic() + 60
+    while _processes_naming(tmp_path, proc.pid) and time.monotonic() < deadline:  # the server's own exit, once signalled
+        time.sleep(0.2)
+    assert _processes_naming(tmp_path, proc.pid) == []
 
 
 @pytest.mark.e2e

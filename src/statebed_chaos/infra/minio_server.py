@@ -171,6 +171,9 @@ def start_s3_server(workdir: Path, *, attempts: int = START_ATTEMPTS) -> S3Serve
         try:
             _wait_ready(server)
             return server
+        except (KeyboardInterrupt, SystemExit):  # Ctrl-C or SIGTERM while it starts: nobody else holds it to stop
+            server.stop()
+            raise
         except RuntimeError as e:
             server.stop()
             if IN_USE not in _log_since(log_path, offset).lower():

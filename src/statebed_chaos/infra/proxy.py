@@ -44,9 +44,12 @@ def start_proxy(workdir: Path, *, seed: int = 0, timeout_s: float = 30.0) -> Pro
     api = f"http://{LOOPBACK}:{port}"
     proc = ProxyProcess(spawn(toxiproxy_args(str(installed("toxiproxy")), port, seed), stdout=log_path, append=True), api, log_path)
     deadline = time.monotonic() + timeout_s
-    while not answers(f"{api}/version"):
-        if not proc.child.alive() or time.monotonic() > deadline:
-            proc.stop()
-            raise RuntimeError(f"toxiproxy did not start (exit {proc.child.returncode}); log: {log_path}")
-        time.sleep(0.1)  # polling readiness, bounded by the deadline
+    try:
+        while not answers(f"{api}/version"):
+            if not proc.child.alive() or time.monotonic() > deadline:
+                raise RuntimeError(f"toxiproxy did not start (exit {proc.child.returncode}); log: {log_path}")
+            time.sleep(0.1)  # polling readiness, bounded by the deadline
+    except BaseException:  # not ready, or Ctrl-C / SIGTERM while it starts: nobody else holds it to stop
+        proc.stop()
+        raise
     return proc
