@@ -24,11 +24,12 @@ from statebed_verify.state import verify_state
 
 # (seed, partitions, rows per batch, keyspace, zombie batch, zombie partition) of every Spark
 # positive control: tests/chaos/test_failpoint_faults.py, the quick matrix's V1 cell (seed 1),
-# examples/experiments/zombie-upload-sample3-v1.yaml
+# examples/experiments/zombie-upload-sample3-v1.yaml and its twin in a bucket (-s3)
 CONTROLS = {
     "test_zombie_upload_v1_is_caught": (7, 2, 2000, 200, 2, 0),
     "quick-matrix-v1-control": (1, 2, 2000, 200, 2, 0),
     "zombie-upload-sample3-v1.yaml": (7, 2, 2000, 200, 2, 0),
+    "zombie-upload-sample3-v1-s3.yaml": (7, 2, 2000, 200, 2, 0),
 }
 
 
