@@ -32,6 +32,9 @@ VERIFIERS = ("lineage", "state", "baseline", "attempts")
 _SIZES = ("workers", "partitions", "batches", "rows_per_batch", "keyspace", "snapshot_interval")
 
 
+STORAGES = ("local", "s3")  # where an experiment's checkpoint lives: local disk, or MinIO behind Toxiproxy
+
+
 @dataclass(frozen=True)
 class RandomSchedule:
     """`schedule: {random: {count, kinds, batches: [first, last], after_s: max, for_s: [lo, hi]}}`."""
@@ -224,7 +227,7 @@ def parse_experiment(doc: Any, file: str = "<experiment>") -> Experiment:
         name=f.segment("name", d.name),
         workload=f.choice("workload", d.workload, tuple(sorted(WORKLOADS))),
         format=f.choice("format", d.format, tuple(FORMATS)),
-        storage=f.choice("storage", d.storage, ("local", "s3")),
+        storage=f.choice("storage", d.storage, STORAGES),
         checkpoint_file_manager=f.choice("checkpoint_file_manager", d.checkpoint_file_manager, ("rename", "abortable")),
         cluster=f.choice("cluster", d.cluster, ("local", "standalone")),
         **{k: f.int_(k, getattr(d, k)) for k in _SIZES},

@@ -20,7 +20,7 @@ from statebed_model.native_state import NATIVE_WORKLOADS
 from statebed_model.workloads import WORKLOADS
 from statebed_store.formats import RUN_FORMATS, V1, V2, get_format
 
-from .experiment import Experiment
+from .experiment import STORAGES, Experiment
 from .faults import KINDS, FaultSpec, NotApplicable, Trigger, fault_class
 
 __all__ = ["FAULTS", "FORMATS", "PRESETS", "Cell", "FaultPlan", "Preset", "Skipped", "plan_cells"]
@@ -132,11 +132,12 @@ class Cell:
     format: str
     seed: int
     experiment: Experiment = field(compare=False)
+    where: str = ""  # "-s3" when `--storage s3` moved the cell into the bucket: its name says so
 
     @property
     def name(self) -> str:
         """The cell's directory name under the matrix's (a path segment, checked as one)."""
-        return path_segment(f"{self.fault}-{self.workload}-{self.format}-s{self.seed}", "matrix cell name")
+        return path_segment(f"{self.fault}-{self.workload}-{self.format}{self.where}-s{self.seed}", "matrix cell name")
 
 
 @dataclass(frozen=True)
@@ -196,11 +197,17 @@ def plan_cells(
     faults: Sequence[str] | None = None,
     workloads: Sequence[str] | None = None,
     formats: Sequence[str] | None = None,
+    storage: str | None = None,
 ) -> tuple[list[Cell], list[Skipped]]:
     """The preset's cells (narrowed by the filters) for seeds 1..`seeds`, and the inapplicable ones.
+    `storage` ("local" or "s3"; None: the preset's) is where every cell's checkpoint lives; the
+    storage faults are on S3 whatever it says.
 
     A filter value that is not a known name, or that selects nothing in the preset, is a
     UsageError naming the flag and the value."""
+    if storage not in (None, *STORAGES):
+        raise UsageError(f"--storage: expected one of {', '.join(STORAGES)}, got {storage!r}")
+    where = "-s3" if storage == "s3" and preset.base.storage != "s3" else ""
     combos = [
         c
         for c in preset.combos
@@ -219,23 +226,23 @@ def plan_cells(
     cells: list[Cell] = []
     skipped: list[Skipped] = []
     for fault, workload, fmt in combos:
-        exps = [_experiment(preset, fault, workload, fmt, seed) for seed in range(1, seeds + 1)]
+        exps = [_experiment(preset, fault, workload, fmt, seed, storage, where) for seed in range(1, seeds + 1)]
         reason = _not_applicable(exps[0])
         if reason is not None:
             skipped.append(Skipped(fault, workload, fmt, reason))
             continue
-        cells += [Cell(fault, workload, fmt, e.seed or 0, e) for e in exps]
+        cells += [Cell(fault, workload, fmt, e.seed or 0, e, where) for e in exps]
     return cells, skipped
 
 
-def _experiment(preset: Preset, kind: str, workload: str, fmt: str, seed: int) -> Experiment:
+def _experiment(preset: Preset, kind: str, workload: str, fmt: str, seed: int, storage: str | None = None, where: str = "") -> Experiment:
     plan = FAULTS[kind]
     cls = _fault_class(kind)
     cluster = plan.cluster or ("standalone" if "standalone" in cls.needs else preset.base.cluster)
-    storage = "s3" if "s3-proxy" in cls.needs else preset.base.storage
+    storage = "s3" if "s3-proxy" in cls.needs else (storage or preset.base.storage)
     return replace(
         preset.base,
-        name=f"{kind}-{workload}-{fmt}",
+        name=f"{kind}-{workload}-{fmt}{where}",
         workload=workload,
         format=fmt,
         cluster=cluster,

@@ -138,6 +138,30 @@ def test_full_covers_the_issue_and_skips_what_cannot_apply() -> None:
     assert len(ran) + len(skipped) == len(FAULTS) * 3 * 4
 
 
+def test_storage_s3_moves_every_cell_into_the_bucket_and_names_it(tmp_path: Path) -> None:
+    """`--storage s3` (the S3 column): a process fault's cell runs with its checkpoint in the bucket;
+    under the flag every cell's name says -s3 (the storage faults' cells were on S3 already)."""
+    local, _ = plan_cells(PRESETS["full"], 1, faults=["kill-executor", "storage-latency"], workloads=["sample3"], formats=["native-v2"])
+    s3, _ = plan_cells(
+        PRESETS["full"], 1, faults=["kill-executor", "storage-latency"], workloads=["sample3"], formats=["native-v2"], storage="s3"
+    )
+    assert {c.name: c.experiment.storage for c in local} == {
+        "kill-executor-sample3-native-v2-s1": "local",
+        "storage-latency-sample3-native-v2-s1": "s3",
+    }
+    assert {c.name: c.experiment.storage for c in s3} == {
+        "kill-executor-sample3-native-v2-s3-s1": "s3",
+        "storage-latency-sample3-native-v2-s3-s1": "s3",
+    }
+    for c in s3:
+        (tmp_path / "cell.yaml").write_text(c.experiment.to_yaml())
+        assert load_experiment(tmp_path / "cell.yaml").storage == "s3"  # a valid experiment file, in the bucket
+    assert (
+        plan_cells(PRESETS["full"], 1, workloads=["sample3"], formats=["native-v2"], storage="local")[0]
+        == plan_cells(PRESETS["full"], 1, workloads=["sample3"], formats=["native-v2"])[0]
+    )
+
+
 def test_pause_executor_cells_carry_a_hold_for_the_pause_to_freeze(tmp_path: Path) -> None:
     """With millisecond tasks a pause rarely finds a straggler, so Spark copies nothing during it
     (issue 24 #19: 1 / 3 fired). A statebed cell also holds one state task of the trigger batch;
@@ -424,6 +448,7 @@ def test_ctrl_c_stops_at_the_running_cell(tmp_path: Path, capsys: Capsys) -> Non
         (["--quick", "--full"], "--quick"),
         (["--seeds", "0"], "--seeds"),
         (["--seeds", "many"], "many"),
+        (["--storage", "nfs"], "--storage"),
     ],
 )
 def test_bad_flags_are_one_line_exit_2(tmp_path: Path, capsys: Capsys, argv: list[str], named: str) -> None:

@@ -44,6 +44,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.add_argument("--faults", metavar="A,B", help="only these fault kinds (of the preset's cells)")
     p.add_argument("--workloads", metavar="A,B", help="only these workloads")
     p.add_argument("--formats", metavar="A,B", help="only these formats: v1, v2, native-v1, native-v2")
+    p.add_argument(
+        "--storage",
+        metavar="local|s3",
+        help="where every cell's checkpoint lives: local disk or a bucket (MinIO behind Toxiproxy; cells named -s3); "
+        "default: the preset's (local), the storage faults always on S3",
+    )
     p.add_argument("--out", metavar="DIR", type=Path, help="where the cells' directories go (default: runs/<time>-matrix-<preset>)")
     p.add_argument("--keep", action="store_true", help="keep the directories of valid cells too")
     p.add_argument("--strict-native", action="store_true", help="native Spark cells that are not valid fail the exit code")
@@ -64,6 +70,7 @@ def run(args: argparse.Namespace, run_cell: RunCell = run_experiment_cell) -> in
         faults=_names("--faults", args.faults),
         workloads=_names("--workloads", args.workloads),
         formats=_names("--formats", args.formats),
+        storage=args.storage,
     )
     if not cells:
         raise UsageError(
