@@ -14,6 +14,7 @@ from typing import Any
 from statebed_base.durations import parse_duration
 from statebed_base.errors import UsageError
 from statebed_store import S3Settings, Storage, StoreId, open_storage
+from statebed_store.location import is_remote
 from statebed_store.naming import DEFAULT_STORE, check_id
 from statebed_verify import EXIT_CODES
 
@@ -141,7 +142,7 @@ def open_checkpoint(args: argparse.Namespace) -> Storage:
     location: str = args.checkpoint
     if not location.strip():  # "" would silently mean the current directory
         raise UsageError(f"CKPT {location!r} is empty: give a checkpoint directory or s3://bucket/prefix")
-    if location.startswith("s3://"):
+    if is_remote(location):
         return open_location(args, location)
     storage = open_storage(location)
     if not os.path.isdir(storage.url):
@@ -151,7 +152,7 @@ def open_checkpoint(args: argparse.Namespace) -> Storage:
 
 def open_location(args: argparse.Namespace, location: str, *, create: bool = False) -> Storage:
     """`location` as storage: S3 settings from the `add_s3_args` options (else the environment)."""
-    if location.startswith("s3://"):
+    if is_remote(location):
         return open_storage(location, S3Settings.from_env(args.s3_endpoint, args.s3_access_key, args.s3_secret_key), create_bucket=create)
     return open_storage(location)
 

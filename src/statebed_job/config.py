@@ -14,6 +14,7 @@ from typing import Any, Literal
 from statebed_base.errors import FieldError
 from statebed_store.config import MAX_SNAPSHOT_INTERVAL
 from statebed_store.formats import FORMATS, V2, Format, from_run_json, to_run_json
+from statebed_store.location import is_remote
 
 __all__ = ["SPECULATION_CONF", "JobOptions"]
 
@@ -123,7 +124,7 @@ class JobOptions:
         m = self.checkpoint_file_manager
         if m not in ("rename", "abortable"):
             raise FieldError("checkpoint_file_manager", f"must be rename or abortable, got {m!r}")
-        if m == "abortable" and not (self.fmt.plugin and self.checkpoint.startswith("s3://")):
+        if m == "abortable" and not (self.fmt.plugin and is_remote(self.checkpoint)):
             plugin = ", ".join(f.name for f in FORMATS.values() if f.plugin)
             raise FieldError(
                 "checkpoint_file_manager", f"abortable needs Spark's own store with the plug-in ({plugin}) on an s3:// checkpoint"

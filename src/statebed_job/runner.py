@@ -24,11 +24,12 @@ from typing import Any, TextIO, cast
 from statebed_base.errors import QueryFailedError, StatebedError, UsageError
 from statebed_base.log import get_logger, kv
 from statebed_model.partitioning import run_partitioner
-from statebed_model.rundir import SPARK_CHECKPOINT, RunDir, RunInfo, is_url
+from statebed_model.rundir import SPARK_CHECKPOINT, RunDir, RunInfo
 from statebed_model.sources import GeneratedSource, Source, open_source
 from statebed_model.workloads import get_workload
 from statebed_store import CommitLog, S3Settings, failpoints, open_storage
 from statebed_store.formats import to_run_json
+from statebed_store.location import is_remote
 from statebed_store.naming import COMMITS_DIR
 from statebed_store.partitioner import record_partitioner
 from statebed_store.storage.base import Storage
@@ -148,7 +149,7 @@ def _new_info(opts: JobOptions, *, started: bool = True) -> RunInfo:
         format=opts.format,
         partitions=opts.partitions,
         checkpoint=SPARK_CHECKPOINT
-        if opts.native and not is_url(opts.checkpoint)
+        if opts.native and not is_remote(opts.checkpoint)
         else opts.checkpoint,  # native: Spark's, here or in a bucket
         params=opts.to_json(),
         source=_source_description(opts),
@@ -216,10 +217,10 @@ def run_job(
     if info.source and info.source != _source_description(opts):
         raise UsageError(f"{run.root} read the source {info.source}; a resumed run cannot change it (asked {_source_description(opts)})")
     loc = run.checkpoint_location(info)
-    if s3 is None and loc.startswith("s3://"):
+    if s3 is None and is_remote(loc):
         s3 = S3Settings.from_env()  # a described run: the endpoint and keys come with the environment
     run.s3 = run.s3 or s3  # what reads the checkpoint back in this process (the native readers' check) uses them too
-    storage = open_storage(loc, s3, create_bucket=loc.startswith("s3://"))
+    storage = open_storage(loc, s3, create_bucket=is_remote(loc))
     if not opts.native:
         _check_checkpoint(storage, run, opts, resume)
     source = open_source(info, run, s3)
@@ -354,7 +355,7 @@ def _source_description(opts: JobOptions) -> dict[str, Any]:
     """What run.json records of the source, so the verifier can rebuild its ground truth."""
     if opts.source == "ingest":
         assert opts.landing is not None
-        return {"kind": "ingest", "landing": opts.landing if opts.landing.startswith("s3://") else os.path.abspath(opts.landing)}
+        return {"kind": "ingest", "landing": opts.landing if is_remote(opts.landing) else os.path.abspath(opts.landing)}
     return GeneratedSource(opts.rows_per_batch, opts.keyspace).describe()
 
 

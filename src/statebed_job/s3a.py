@@ -15,13 +15,14 @@ import math
 
 from statebed_base.installed import installed
 from statebed_store import S3Settings
+from statebed_store.location import parse_location
 
 __all__ = ["hadoop_url", "s3a_conf"]
 
 
 def hadoop_url(location: str) -> str:
     """A checkpoint location as Spark's Hadoop file systems name it (`s3://b/p` -> `s3a://b/p`)."""
-    return "s3a://" + location.removeprefix("s3://") if location.startswith("s3://") else location
+    return parse_location(location).hadoop_url
 
 
 def s3a_conf(settings: S3Settings, class_path: str = "") -> dict[str, str]:

@@ -10,8 +10,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from statebed_model.experimentdir import control_file
-from statebed_model.rundir import RunDir, is_url
+from statebed_model.rundir import RunDir
 from statebed_store import S3Settings, failpoints
+from statebed_store.location import is_remote
 from statebed_store.storage.request_log import REQUEST_LOG_ENV
 
 from .config import SPECULATION_CONF, JobOptions
@@ -68,7 +69,7 @@ def native_extra_conf(opts: JobOptions, run: RunDir) -> dict[str, str]:
     `native` runs as before, without it."""
     if not opts.fmt.plugin:
         return {}
-    return plugin_confs(failpoint_control(run), s3a=is_url(opts.checkpoint), manager=opts.checkpoint_file_manager)
+    return plugin_confs(failpoint_control(run), s3a=is_remote(opts.checkpoint), manager=opts.checkpoint_file_manager)
 
 
 # Environment the executors' Python workers need (statebed's own settings, S3 credentials).
@@ -135,7 +136,7 @@ def spark_conf(opts: JobOptions, run: RunDir, master: str, submitted: Collection
         )
     if opts.native:
         conf.update(native_conf(opts, run))
-        if is_url(opts.checkpoint):  # Spark's own store in a bucket: S3A on the class path, statebed's S3 settings as S3A's
+        if is_remote(opts.checkpoint):  # Spark's own store in a bucket: S3A on the class path, statebed's S3 settings as S3A's
             conf.update(s3a_conf(s3 or S3Settings.from_env(), conf.get("spark.driver.extraClassPath", "")))
     for name in _FORWARDED_ENV:
         if os.environ.get(name):

@@ -46,6 +46,7 @@ from statebed_base.localfs import atomic_write
 from statebed_base.netaddr import check_bind
 from statebed_model.sources import IngestSource
 from statebed_store import S3Settings, open_storage
+from statebed_store.location import parse_location
 
 from .schema import Rejected, parse_events
 
@@ -209,8 +210,9 @@ def _parser() -> argparse.ArgumentParser:
 
 def _landing(location: str) -> IngestSource:
     """The landing area, reachable before we say ready; a local one is created, and must be a directory."""
-    if not location.startswith("s3://"):
-        path = Path(location.removeprefix("file://"))
+    where = parse_location(location)
+    if not where.remote:
+        path = Path(where.url)
         try:
             path.mkdir(parents=True, exist_ok=True)
         except FileExistsError:
@@ -219,7 +221,7 @@ def _landing(location: str) -> IngestSource:
             raise UsageError(f"--landing {location!r}: cannot create it ({e.strerror})") from None
         if not path.is_dir():
             raise UsageError(f"--landing {location!r}: not a directory")
-    s3 = S3Settings.from_env() if location.startswith("s3://") else None
+    s3 = S3Settings.from_env() if where.remote else None
     try:
         landing = open_storage(location, s3, create_bucket=s3 is not None)
         landing.list("acks")

@@ -31,12 +31,13 @@ from statebed_base.errors import UsageError
 from statebed_store.checkpoint_lock import CheckpointLock, lock_checkpoint
 from statebed_store.commitlog import CommitLog
 from statebed_store.formats import V1, get_format
+from statebed_store.location import is_remote
 from statebed_store.naming import COMMITS_DIR, CRC_SUFFIX, OFFSETS_DIR, SOURCES_DIR, hadoop_crc_name, parse_batch_id, spark_batch_id
 from statebed_store.rebuild import require_rebuildable
 from statebed_store.storage import open_storage
 
 from .rewind_journal import BACKUP_DIR, Journal, last_journal, new_journal, pending_journal
-from .rundir import RunDir, is_url
+from .rundir import RunDir
 
 __all__ = ["RewindPlan", "lock", "plan_rewind", "recover", "undo"]
 
@@ -72,7 +73,7 @@ class RewindPlan:
 
 
 def _local_root(location: str) -> Path:
-    if is_url(location):
+    if is_remote(location):
         raise UsageError(f"{location}: rewind moves files by rename and needs a local checkpoint directory")
     root = Path(location).absolute()
     if not root.is_dir():
@@ -175,7 +176,7 @@ def plan_rewind(location: str, batch: int) -> RewindPlan:
 def _plan_run_dir(root: Path, batch: int) -> RewindPlan:
     run = RunDir(root)
     info = run.read_info()
-    state = Path(run.checkpoint_location(info)) if not is_url(run.checkpoint_location(info)) else None
+    state = Path(run.checkpoint_location(info)) if not is_remote(run.checkpoint_location(info)) else None
     if state is None:
         raise UsageError(f"{run.info_path}: the run keeps its state in {info.checkpoint}; rewind needs a local checkpoint directory")
     try:

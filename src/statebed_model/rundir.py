@@ -49,6 +49,7 @@ from statebed_base.jsonsafe import loads_strict
 from statebed_store.commitlog import CommitLog
 from statebed_store.config import S3Settings
 from statebed_store.formats import from_run_json, get_format, to_run_json
+from statebed_store.location import is_remote
 from statebed_store.naming import COMMITS_DIR
 from statebed_store.storage import Storage, open_storage
 
@@ -84,10 +85,6 @@ class RunInfo:
         return cls(**from_run_json(doc))
 
 
-def is_url(location: str) -> bool:
-    return location.startswith("s3://")
-
-
 class RunDir:
     """A run directory on a `Storage` root (local or S3); `local` holds Spark's own files."""
 
@@ -95,10 +92,10 @@ class RunDir:
         self, location: str | os.PathLike[str], s3: S3Settings | None = None, *, local: str | os.PathLike[str] | None = None
     ) -> None:
         loc = os.fspath(location)
-        self.storage: Storage = open_storage(loc if is_url(loc) else Path(loc).absolute(), s3)
+        self.storage: Storage = open_storage(loc if is_remote(loc) else Path(loc).absolute(), s3)
         self.url = self.storage.url
         self.s3 = s3
-        self.local: Path | None = Path(local).absolute() if local is not None else (None if is_url(loc) else Path(loc).absolute())
+        self.local: Path | None = Path(local).absolute() if local is not None else (None if is_remote(loc) else Path(loc).absolute())
 
     def __repr__(self) -> str:
         return f"RunDir({self.url!r})"
@@ -143,9 +140,9 @@ class RunDir:
 
     def location(self, loc: str) -> str:
         """A location named in run.json: absolute paths and URLs as they are, others in the run directory."""
-        if is_url(loc) or os.path.isabs(loc):
+        if is_remote(loc) or os.path.isabs(loc):
             return loc
-        return f"{self.url}/{loc}" if is_url(self.url) else str(Path(self.url) / loc)
+        return f"{self.url}/{loc}" if is_remote(self.url) else str(Path(self.url) / loc)
 
     def checkpoint_location(self, info: RunInfo) -> str:
         return self.location(info.checkpoint)

@@ -41,10 +41,11 @@ import pyarrow as pa
 from statebed_base.errors import AlreadyExistsError, CheckpointFileError, CorruptFileError, MissingFileError, UsageError
 from statebed_base.jsonsafe import loads_strict
 from statebed_store.config import S3Settings
+from statebed_store.location import is_remote
 from statebed_store.storage import LocalStorage, Storage, open_storage
 
 from .records import records_for
-from .rundir import INPUT_SCHEMA, RunDir, RunInfo, is_url, read_parquet, table_bytes
+from .rundir import INPUT_SCHEMA, RunDir, RunInfo, read_parquet, table_bytes
 from .workloads import Finding
 
 __all__ = [
@@ -233,7 +234,7 @@ class IngestSource(Source):
         return f"acks/{seq:012d}.json"
 
     def stream_dir(self) -> Path:
-        if is_url(self.landing.url):
+        if is_remote(self.landing.url):
             raise UsageError(f"{self.landing.url}: Spark here reads local files only; land into a local --landing directory")
         return Path(self.landing.url) / "data"
 

@@ -25,8 +25,9 @@ from statebed_base.localfs import check_regular, read_regular
 from statebed_model.attempts import AttemptRecord, read_attempts
 from statebed_model.eventlog import EventLog, read_event_log
 from statebed_model.experimentdir import ExperimentDir, MatrixDir, read_object
-from statebed_model.rundir import RunDir, RunInfo, is_url
+from statebed_model.rundir import RunDir, RunInfo
 from statebed_store.formats import get_format
+from statebed_store.location import is_remote
 from statebed_store.naming import COMMITS_DIR, CRC_SUFFIX
 from statebed_verify.history import History, Op, read_history
 from statebed_verify.history_build import add_run_ops
@@ -178,7 +179,7 @@ def _require_finished(run: RunDir, info: RunInfo) -> None:
     records): without them it is half-written. (A run stopped before its first commit has neither.)"""
     loc = run.checkpoint_location(info)
     commits = Path(loc) / COMMITS_DIR
-    if is_url(loc) or not commits.is_dir() or not any(p.name.isdigit() for p in commits.iterdir()):
+    if is_remote(loc) or not commits.is_dir() or not any(p.name.isdigit() for p in commits.iterdir()):
         return
     for name in ["timings"] + ([] if get_format(info.format).native else ["attempts"]):
         if not (run.root / name).is_dir():

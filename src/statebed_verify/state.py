@@ -50,6 +50,7 @@ from statebed_model.workloads import get_workload
 from statebed_store import CheckpointRef, CommitLog, S3Settings, StoreId, open_storage
 from statebed_store.formats import get_format
 from statebed_store.inspection import dump_state
+from statebed_store.location import is_remote
 from statebed_store.partitioner import Partitioner, check_keys, checkpoint_partitioning
 from statebed_store.storage.base import Storage
 
@@ -119,7 +120,7 @@ def verify_state(run_dir: str | os.PathLike[str] | RunDir, s3: S3Settings | None
     info = run.read_info()
     workload = get_workload(info.workload)
     loc = run.checkpoint_location(info)
-    if not loc.startswith("s3://") and not os.path.isdir(loc):
+    if not is_remote(loc) and not os.path.isdir(loc):
         raise UsageError(f"{loc}: the run's checkpoint does not exist")
     storage = open_storage(loc, s3 or run.s3)
     committed = run.committed_batches(info, storage)

@@ -20,11 +20,12 @@ from statebed_base.errors import UsageError
 from statebed_base.names import printable
 from statebed_model.rewind import lock
 from statebed_model.rewind_journal import BACKUP_DIR, pending_journal
-from statebed_model.rundir import RunDir, is_url
+from statebed_model.rundir import RunDir
 from statebed_store import S3Settings, Storage
 from statebed_store.cleanup import DELETE_BATCH, CheckpointCleanup, cleanup_checkpoint
 from statebed_store.config import StoreOptions
 from statebed_store.formats import get_format
+from statebed_store.location import is_remote
 from statebed_store.naming import COMMITS_DIR, OFFSETS_DIR, hadoop_crc_name
 
 from ..common import EXIT_OK, add_s3_args, emit_json, open_checkpoint, open_location, positive_int
@@ -71,7 +72,7 @@ class Target:
 
 def _target(args: argparse.Namespace) -> Target:
     loc: str = args.checkpoint
-    if is_url(loc):
+    if is_remote(loc):
         storage = open_location(args, loc)
         if storage.exists("run.json"):
             return _run_dir(RunDir(loc, S3Settings.from_env(args.s3_endpoint, args.s3_access_key, args.s3_secret_key)), args, None)

@@ -33,6 +33,7 @@ from statebed_base.names import printable
 from statebed_store import CheckpointRef, CommitLog, CommitResult, StateStoreProvider, Storage, StoreId, StoreOptions
 from statebed_store.formats import STATEBED_FORMATS, V2, get_format
 from statebed_store.inspection import list_checkpoint
+from statebed_store.location import is_remote
 from statebed_store.partitioner import DEMO_MARKER, Partitioner
 
 from ..common import EXIT_NEGATIVE, EXIT_OK, add_s3_args, non_negative_int, open_location
@@ -101,7 +102,7 @@ def claim_checkpoint(storage: Storage, params: dict[str, Any]) -> None:
 
 def run(args: argparse.Namespace) -> int:
     location = str(args.checkpoint)
-    if not location.startswith("s3://") and Path(location).exists() and not Path(location).is_dir():
+    if not is_remote(location) and Path(location).exists() and not Path(location).is_dir():
         raise UsageError(f"--checkpoint {location}: exists and is not a directory")
     storage = open_location(args, location, create=True)
     parts = args.partitions or 1

@@ -21,6 +21,7 @@ from statebed_model.workloads import WORKLOADS
 from statebed_report.reproduce import flag_of
 from statebed_store import S3Settings, failpoints
 from statebed_store.formats import LEGACY_NATIVE, RUN_FORMATS
+from statebed_store.location import is_remote
 from statebed_verify import EXIT_CODES, merge_verdicts, summarise, verify_run
 
 from ..common import duration_arg, non_negative_int, positive_int
@@ -200,7 +201,7 @@ def run(args: argparse.Namespace) -> int:
     failpoints.check_known()  # every failpoint is registered by now (the job's at import): a typo is exit 2
     opts = _options(args)
     s3 = None
-    if opts.checkpoint.startswith("s3://"):
+    if is_remote(opts.checkpoint):
         s3 = S3Settings.from_env(args.s3_endpoint, args.s3_access_key, args.s3_secret_key)
     summary = run_job(
         args.run_dir,

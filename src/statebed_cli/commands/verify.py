@@ -13,6 +13,7 @@ from typing import Any
 
 from statebed_base.names import printable
 from statebed_store import S3Settings
+from statebed_store.location import is_remote
 from statebed_verify import EXIT_CODES, CheckCrashed, LineageReport, Report, StateReport, check_safe, verify_lineage, verify_state
 
 from ..common import add_checkpoint_args, emit_json, open_checkpoint
@@ -103,6 +104,6 @@ def run_state(args: argparse.Namespace) -> int:
 
 
 def _s3(args: argparse.Namespace) -> S3Settings | None:
-    if args.s3_endpoint or os.environ.get("STATEBED_S3_ENDPOINT") or os.environ.get("AWS_ENDPOINT_URL") or args.run_dir.startswith("s3://"):
+    if args.s3_endpoint or os.environ.get("STATEBED_S3_ENDPOINT") or os.environ.get("AWS_ENDPOINT_URL") or is_remote(args.run_dir):
         return S3Settings.from_env(args.s3_endpoint, args.s3_access_key, args.s3_secret_key)
     return None

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 
 from ..config import S3Settings
+from ..location import parse_location
 from .base import FileInfo, Storage, clean_path
 from .counting import CountingStorage
 from .hedge import HedgedStorage, HedgeState, hedged
@@ -27,10 +28,8 @@ __all__ = [
 
 
 def open_storage(location: str | os.PathLike[str], s3: S3Settings | None = None, *, create_bucket: bool = False) -> Storage:
-    """A checkpoint root given as a path or an `s3://bucket/prefix` URL."""
-    loc = os.fspath(location)
-    if loc.startswith("s3://"):
-        return S3Storage(loc, s3 or S3Settings.from_env(), create_bucket=create_bucket)
-    if loc.startswith("file://"):
-        loc = loc[len("file://") :]
-    return LocalStorage(loc)
+    """A checkpoint root given as a path or an `s3://bucket/prefix` URL (any spelling `location` parses)."""
+    loc = parse_location(location)
+    if loc.remote:
+        return S3Storage(loc.url, s3 or S3Settings.from_env(), create_bucket=create_bucket)
+    return LocalStorage(loc.url)

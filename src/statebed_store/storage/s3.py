@@ -31,6 +31,7 @@ from minio.helpers import check_bucket_name
 from statebed_base.errors import AlreadyExistsError, MissingFileError, StorageError, StorageUnavailableError, UsageError
 
 from ..config import S3Settings
+from ..location import parse_location
 from .base import FileInfo, clean_path
 from .request_log import log_request
 
@@ -49,13 +50,8 @@ def _attempt(error: S3Error) -> int:
 
 
 def parse_s3_url(url: str) -> tuple[str, str]:
-    """`s3://bucket/some/prefix` -> ("bucket", "some/prefix")."""
-    if not url.startswith("s3://"):
-        raise UsageError(f"not an s3:// URL: {url!r}")
-    rest = url[5:]
-    bucket, _, prefix = rest.partition("/")
-    if not bucket:
-        raise UsageError(f"S3 URL {url!r} has no bucket")
+    """`s3://bucket/some/prefix` (or `s3a://…`) -> ("bucket", "some/prefix"), the bucket name checked."""
+    bucket, prefix = parse_location(url).bucket_and_prefix()
     try:
         check_bucket_name(bucket)
     except ValueError as e:  # the SDK would raise it on the first request instead
