@@ -86,7 +86,10 @@ def test_fail_changelog_upload_fires_and_v2_stays_valid(tmp_path: Path) -> None:
 
 
 def test_timeout_stops_every_process(tmp_path: Path) -> None:
-    exp = parse_experiment({"name": "slow", **SMALL, "batches": 40, "verifiers": ["lineage", "state"], "timeout_s": 20})
+    """A run that cannot end before its timeout (a state task of batch 1 held for an hour), not one
+    assumed to be slow: 40 batches outran the 20 s on a quiet machine (seen on a clean clone)."""
+    hold = {"kind": "slow-attempt", "at": {"batch": 1}, "params": {"ms": 3_600_000, "when": "before"}}
+    exp = parse_experiment({"name": "slow", **SMALL, "verifiers": ["lineage", "state"], "timeout_s": 20, "faults": [hold]})
     res = run_experiment(exp, out_dir=tmp_path / "out", progress=False)
     assert res.valid == "unknown" and res.exit_code == 3
     assert any("timeout_s=20" in r for r in res.reasons)
