@@ -19,6 +19,8 @@ from typing import Any
 import pytest
 from process_helpers import assert_no_process_left, interrupt_when
 
+from statebed_base import procfs
+
 BENCH_DIR = Path(__file__).resolve().parents[2] / "benchmarks"
 
 
@@ -200,14 +202,8 @@ def test_hedged_commit(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> No
 
 def _processes_naming(path: Path, but: int) -> list[int]:
     """PIDs but `but` whose command line names `path` (the servers a benchmark started under its work directory)."""
-    pids = []
-    for proc in Path("/proc").iterdir():
-        try:
-            if proc.name.isdigit() and int(proc.name) != but and str(path) in (proc / "cmdline").read_bytes().decode(errors="replace"):
-                pids.append(int(proc.name))
-        except OSError:  # gone meanwhile
-            pass
-    return pids
+    pids = (int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit() and int(p.name) != but)
+    return [pid for pid in pids if any(str(path) in arg for arg in procfs.cmdline(pid) or ())]
 
 
 def test_a_benchmark_stopped_by_sigterm_stops_the_servers_it_started(tmp_path: Path) -> None:
