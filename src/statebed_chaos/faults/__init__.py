@@ -1,4 +1,6 @@
-"""The fault catalogue: one module per fault kind, each exporting `FAULT` (a `Fault` subclass)."""
+"""The fault catalogue: kind -> the module that defines it. A module of one kind exports `FAULT`
+(a `Fault` subclass); one of several kinds that differ only in a table exports `FAULTS` (kind ->
+class): the storage toxics (`toxic_fault`) and the snapshot-upload failpoints (`failpoint_fault`)."""
 
 from __future__ import annotations
 
@@ -17,16 +19,16 @@ KINDS: dict[str, str] = {
     "slow-attempt": "slow_attempt",
     "kill-python-worker": "kill_python_worker",
     "restart-driver": "restart_driver",
-    "delay-snapshot-upload": "delay_snapshot_upload",
-    "drop-snapshot-upload": "drop_snapshot_upload",
+    "delay-snapshot-upload": "failpoint_fault",
+    "drop-snapshot-upload": "failpoint_fault",
     "fail-changelog-upload": "fail_changelog_upload",
     "zombie-upload": "zombie_upload",
     "rewind-reprocess": "rewind_reprocess",
-    "storage-latency": "storage_latency",
-    "storage-jitter": "storage_jitter",
-    "storage-bandwidth": "storage_bandwidth",
-    "storage-outage": "storage_outage",
-    "storage-reset": "storage_reset",
+    "storage-latency": "toxic_fault",
+    "storage-jitter": "toxic_fault",
+    "storage-bandwidth": "toxic_fault",
+    "storage-outage": "toxic_fault",
+    "storage-reset": "toxic_fault",
     "cleanup-race": "cleanup_race",
 }
 
@@ -36,5 +38,7 @@ def fault_class(kind: str) -> type[Fault]:
     module = KINDS.get(kind)
     if module is None:
         raise UsageError(f"unknown fault kind {kind!r}; known: {', '.join(sorted(KINDS))}")
-    cls: type[Fault] = importlib.import_module(f"{__name__}.{module}").FAULT
+    mod = importlib.import_module(f"{__name__}.{module}")
+    several: dict[str, type[Fault]] | None = getattr(mod, "FAULTS", None)
+    cls: type[Fault] = several[kind] if several is not None else mod.FAULT
     return cls

@@ -3,7 +3,16 @@ with other faults' terms on the same point), disarmed on heal, and proven only b
 record of that point whose action and task context (batch, partition, attempt) match the
 fault's target. In native-v1 / native-v2 runs a fault whose write has a twin in Spark's own
 checkpoint I/O (`native_points`) aims at the JVM plug-in's point instead (statebed_job.jvm_plugin);
-the others do not apply to native runs."""
+the others do not apply to native runs.
+
+The snapshot-upload faults differ only in their action, so they live here as two small classes
+(`FAULTS`): both aim at `snapshot.upload.before` from the trigger until heal (`for_s`, else the
+end of the run), for every partition or params.partition, and are proven by a firing of that
+point carrying the context of the task that queued the snapshot (the uploader runs in it).
+- delay-snapshot-upload: every upload waits `ms` (default 3000) before it starts; commits go
+  on, loads meanwhile replay changelogs from an older snapshot.
+- drop-snapshot-upload: every upload is silently skipped; the lineage presumes a snapshot
+  that never lands, so loads fall back to an older snapshot plus changelogs."""
 
 from __future__ import annotations
 
@@ -11,12 +20,22 @@ from typing import Any, ClassVar
 
 from statebed_base.errors import UsageError
 from statebed_job import jvm_plugin  # noqa: F401  (registers the plug-in's native.* points, so the control file accepts them)
-from statebed_store.formats import STATEBED_FORMATS, get_format
+from statebed_store.formats import PLUGIN_FORMATS, STATEBED_FORMATS, get_format
 
 from .base import Evidence, Fault, FaultContext, FaultSpec, NotApplicable
 from .process_faults import add_term, remove_term, task_is
 
-__all__ = ["FailpointFault", "attempt0_filter", "filter_text", "matching", "positive", "term_target"]
+__all__ = [
+    "FAULTS",
+    "DelaySnapshotUpload",
+    "DropSnapshotUpload",
+    "FailpointFault",
+    "attempt0_filter",
+    "filter_text",
+    "matching",
+    "positive",
+    "term_target",
+]
 
 
 def positive(spec: FaultSpec, name: str, default: int | None, *, zero_ok: bool = False) -> int | None:
@@ -125,3 +144,40 @@ class FailpointFault(Fault):
             f"(first: pid {first.get('pid')} on {first.get('host')}, task {first.get('task')})",
             [{"firing": f} for f in fired[:5]],
         )
+
+
+class _SnapshotUploadFault(FailpointFault):
+    """A term on every snapshot upload (of params.partition) for the fault's window."""
+
+    point = "snapshot.upload.before"
+    arm_at_inject: ClassVar[bool] = True
+    formats: ClassVar[frozenset[str]] = STATEBED_FORMATS | PLUGIN_FORMATS  # native: through the JVM plug-in
+    native_points: ClassVar[dict[str, str]] = {"snapshot.upload.before": "native.snapshot.upload"}
+
+    def __init__(self, spec: FaultSpec) -> None:
+        super().__init__(spec)
+        self.target = term_target(spec, batch=False, attempt=None)
+
+
+class DelaySnapshotUpload(_SnapshotUploadFault):
+    kind: ClassVar[str] = "delay-snapshot-upload"
+    description: ClassVar[str] = "snapshot uploads wait before they start (snapshot.upload.before=delay(ms))"
+    action = "delay"
+
+    def __init__(self, spec: FaultSpec) -> None:
+        super().__init__(spec)
+        self.ms = positive(spec, "ms", 3000)
+        self.term = f"{filter_text(self.target)}delay({self.ms})"
+
+
+class DropSnapshotUpload(_SnapshotUploadFault):
+    kind: ClassVar[str] = "drop-snapshot-upload"
+    description: ClassVar[str] = "snapshot uploads are silently skipped (snapshot.upload.before=drop)"
+    action = "drop"
+
+    def __init__(self, spec: FaultSpec) -> None:
+        super().__init__(spec)
+        self.term = f"{filter_text(self.target)}drop"
+
+
+FAULTS: dict[str, type[FailpointFault]] = {c.kind: c for c in (DelaySnapshotUpload, DropSnapshotUpload)}

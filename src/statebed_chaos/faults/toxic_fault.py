@@ -1,4 +1,7 @@
-"""What the storage faults share: add one toxic to the S3 proxy (Toxiproxy), remove it, prove it acted.
+"""The five storage faults: one toxic on the S3 proxy (Toxiproxy), added, removed, proven to have acted.
+
+They differ only in a row of `TOXICS`: the toxic's type, its default attributes, and what a
+request it acted on looks like. `FAULTS` holds one `ToxicFault` class per row.
 
 The toxic is named `statebed-<fault id>` so concurrent storage faults never collide. Proof
 comes from what the toxic did to statebed's own S3 requests, as every process of the run logs
@@ -12,6 +15,8 @@ window but none affected, or no request at all: fired=False.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from statebed_store.formats import PLUGIN_FORMATS, STATEBED_FORMATS
@@ -19,7 +24,7 @@ from statebed_store.storage.request_log import read_requests
 
 from .base import Evidence, Fault, FaultContext, FaultSpec, NotApplicable
 
-__all__ = ["ToxicFault", "duration_ms", "failed"]
+__all__ = ["FAULTS", "TOXICS", "Toxic", "ToxicFault", "duration_ms", "failed"]
 
 
 class ToxicFault(Fault):
@@ -29,6 +34,7 @@ class ToxicFault(Fault):
     needs = frozenset({"s3-proxy"})
     toxic_type: ClassVar[str]
     defaults: ClassVar[dict[str, int]]
+    shows: ClassVar[Callable[[dict[str, int], dict[str, Any], float | None], bool]]
 
     def __init__(self, spec: FaultSpec) -> None:
         super().__init__(spec)
@@ -73,7 +79,7 @@ class ToxicFault(Fault):
 
     def acted_on(self, req: dict[str, Any], healed: float | None) -> bool:
         """Whether `req` shows this toxic's effect (`healed`: when the toxic went, None outside its window)."""
-        raise NotImplementedError
+        return type(self).shows(self.attributes(), req, healed)
 
     def evidence(self, ctx: FaultContext) -> Evidence:
         started = self._started
@@ -108,3 +114,103 @@ def duration_ms(req: dict[str, Any]) -> float:
 def failed(req: dict[str, Any]) -> bool:
     """Cut: the request failed or urllib3 had to send it again."""
     return req.get("error") is not None or int(req.get("retries") or 0) > 0
+
+
+def _slowed(a: dict[str, int], req: dict[str, Any], healed: float | None) -> bool:
+    """Delayed: every chunk waits `latency` ms (minus the jitter), so the whole request takes at least that."""
+    return duration_ms(req) >= max(a["latency"] - a["jitter"], a["latency"] / 2)
+
+
+def _jittered(a: dict[str, int], req: dict[str, Any], healed: float | None) -> bool:
+    """Delayed by at least the mean latency: half of the draws are, and a request waits for many chunks."""
+    return duration_ms(req) >= a["latency"]
+
+
+def _throttled(a: dict[str, int], req: dict[str, Any], healed: float | None) -> bool:
+    """Throttled: a body big enough to take 50 ms at `rate` KB/s took at least 80 % of that."""
+    size = req.get("bytes")
+    if not isinstance(size, int) or size <= 0:
+        return False
+    expected_ms = size / (a["rate"] * 1024) * 1000.0
+    return expected_ms >= 50.0 and duration_ms(req) >= 0.8 * expected_ms
+
+
+def _held(a: dict[str, int], req: dict[str, Any], healed: float | None) -> bool:
+    """Held: it failed, was sent again, or waited until the toxic went (outside the window: failed only)."""
+    return failed(req) or (healed is not None and float(req["end"]) >= healed - 0.05)
+
+
+def _cut(a: dict[str, int], req: dict[str, Any], healed: float | None) -> bool:
+    """Cut: the connection was reset under it, so it failed or urllib3 sent it again."""
+    return failed(req)
+
+
+@dataclass(frozen=True)
+class Toxic:
+    """One storage fault: its kind, the Toxiproxy toxic that makes it, and how a request it hit looks."""
+
+    kind: str
+    description: str
+    toxic_type: str
+    defaults: dict[str, int]
+    shows: Callable[[dict[str, int], dict[str, Any], float | None], bool]
+
+
+TOXICS: tuple[Toxic, ...] = (
+    Toxic(
+        "storage-latency",
+        "every chunk between the store and S3 is delayed by latency ms (params: latency, jitter, stream, toxicity)",
+        "latency",
+        {"latency": 200, "jitter": 0},
+        _slowed,
+    ),
+    Toxic(
+        "storage-jitter",
+        "every chunk is delayed by latency +- jitter ms, drawn per chunk (params: latency, jitter, stream, toxicity)",
+        "latency",
+        {"latency": 100, "jitter": 100},
+        _jittered,
+    ),
+    Toxic(
+        "storage-bandwidth",
+        "traffic between the store and S3 is throttled to rate KB/s (params: rate, stream, toxicity)",
+        "bandwidth",
+        {"rate": 64},
+        _throttled,
+    ),
+    # A `timeout` toxic with timeout 0, not a disabled proxy: a disabled proxy refuses connections
+    # at once (the client fails fast with "connection refused", a different fault), while an
+    # outage leaves requests hanging until the client's own timeouts fire, as a partitioned or
+    # overloaded S3 does; removing the toxic closes what it held.
+    Toxic(
+        "storage-outage",
+        "S3 stops answering: nothing passes until the fault heals, then the held connections close (params: timeout, stream, toxicity)",
+        "timeout",
+        {"timeout": 0},
+        _held,
+    ),
+    Toxic(
+        "storage-reset",
+        "connections to S3 are aborted with a TCP RST after timeout ms, 0: at once (params: timeout, stream, toxicity)",
+        "reset_peer",
+        {"timeout": 0},
+        _cut,
+    ),
+)
+
+
+def _fault_class(toxic: Toxic) -> type[ToxicFault]:
+    name = "".join(part.title() for part in toxic.kind.split("-"))
+    attrs = {
+        "kind": toxic.kind,
+        "description": toxic.description,
+        "toxic_type": toxic.toxic_type,
+        "defaults": dict(toxic.defaults),
+        "shows": staticmethod(toxic.shows),
+        "__doc__": f"`{toxic.kind}`: {toxic.description}",
+        "__module__": __name__,
+    }
+    return type(name, (ToxicFault,), attrs)
+
+
+FAULTS: dict[str, type[ToxicFault]] = {t.kind: _fault_class(t) for t in TOXICS}
