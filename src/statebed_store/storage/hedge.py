@@ -4,15 +4,15 @@ A V2 commit returns once its changelog is durable, so its tail latency is the st
 Following "The Tail at Scale" (Dean & Barroso) and FLIP-158 (p999 of S3 writes −47 %): when a
 create-only upload has not finished after a delay (fixed, or the running quantile of recent
 uploads of its kind within a floor and a cap), the same bytes are PUT again and the first
-attempt to finish decides. Safe by construction: both attempts are create-only
-(`If-None-Match: *`) on a uuid-named file or a commit-log entry, so at most one creates the
-object and a hedge never overwrites. A 412 or a transport error (a timeout after the request
-was sent) is resolved by reading the object back and comparing it with our bytes: ours → done,
-someone else's → AlreadyExistsError. The loser cannot be cancelled mid-request: it finishes in
-the pool and its answer is ignored. Where the server serializes conditional PUTs of one key
-(MinIO holds a second `If-None-Match: *` PUT of a key until the first one's body has arrived:
-tests/store/storage/test_hedge.py), a hedge cuts a stall only if the stall held the first
-attempt's headers; one that held its body is waited out (docs/store.md). A token bucket caps
+attempt to finish decides. Safe by construction: a commit-log entry (shared by every attempt of
+a batch) is PUT create-only (`If-None-Match: *`) by both attempts, so at most one creates it and
+a hedge never overwrites; a uuid-named file (`unique_name`: no other writer uses the name) is PUT
+plainly by both, since MinIO holds a second conditional PUT of a key until the first one's body
+has arrived, and a conditional pair would wait out every stall after the first's headers. A 412
+or a transport error (a timeout after the request was sent) is resolved by reading the object
+back and comparing it with our bytes: ours → done, someone else's → AlreadyExistsError. The
+loser cannot be cancelled mid-request: it finishes in the pool and its answer is ignored (a late
+plain PUT rewrites the same bytes). A token bucket caps
 hedges at `hedge_budget` of uploads; it holds one adaptive window's worth (`bucket_size`).
 
 `HedgedStorage` wraps any Storage; with hedging off it only measures (`upload_stats`).
@@ -21,6 +21,7 @@ hedges at `hedge_budget` of uploads; it holds one adaptive window's worth (`buck
 from __future__ import annotations
 
 import builtins
+import re
 import threading
 import time
 from collections import Counter, deque
@@ -32,15 +33,17 @@ from statebed_base.errors import AlreadyExistsError, StatebedError, StorageError
 from statebed_base.log import get_logger, kv
 
 from ..config import StoreOptions
+from ..naming import CRC_SUFFIX, SST_DIR, SST_SUFFIX, parse_state_file
 from .base import FileInfo, Storage
 from .upload_stats import KINDS, UploadStats, kind_of, percentile
 
-__all__ = ["HedgeState", "HedgedStorage", "hedged", "shared_state", "take_uploads"]
+__all__ = ["HedgeState", "HedgedStorage", "hedged", "shared_state", "take_uploads", "unique_name"]
 
 log = get_logger("storage.hedge")
 
 WINDOW = 128  # recent uploads per kind the adaptive delay is computed from (short: it must follow a fault)
 WARMUP = 20  # fewer than this: the fixed delay
+_UUID_TAIL = re.compile(r"-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\Z")
 
 
 def bucket_size(budget: float) -> float:
@@ -51,6 +54,24 @@ def bucket_size(budget: float) -> float:
     to about one stall in ten, enough to leave p999 at the stall in most benchmark runs.
     """
     return max(1.0, budget * WINDOW)
+
+
+def unique_name(path: str) -> bool:
+    """Is `path` a name only this writer ever uses: a V2 state file `<version>_<uuid>.<kind>` or
+    an uploaded SST `<n>-<uuid>.sst`, or the `.crc` sidecar of one?
+
+    Both attempts of such a file are plain PUTs of the same bytes: create-only adds nothing to a
+    name no one else writes, and it costs the hedge its point on a server that serializes
+    conditional PUTs of a key (MinIO holds a second `If-None-Match: *` PUT behind a first whose
+    body is stalled). A loser that lands later rewrites the same bytes. Commit-log entries are
+    shared by every attempt of a batch and stay create-only: they decide which attempt won.
+    """
+    name = path.rsplit("/", 1)[-1].removesuffix(CRC_SUFFIX)
+    state = parse_state_file(name)
+    if state is not None:
+        return state.id is not None
+    stem = name.removesuffix(SST_SUFFIX)
+    return name != stem and f"/{SST_DIR}/" in f"/{path}" and _UUID_TAIL.search(stem) is not None
 
 
 def _done_within(fut: Future[None], seconds: float) -> bool:
@@ -209,7 +230,8 @@ class HedgedStorage:
     def _hedged_write(self, kind: str, path: str, data: bytes) -> tuple[bool, bool]:
         """(hedge sent, hedge won). Raises what a plain create-only write would."""
         self.state.earn(self.options.hedge_budget)
-        attempts = [self.state.submit(self._put, path, data)]
+        conditional = not unique_name(path)
+        attempts = [self.state.submit(self._put, path, data, conditional)]
         delay = self.state.delay(kind, self.options)
         sent = not _done_within(attempts[0], delay) and self.state.spend()
         if sent:
@@ -217,15 +239,16 @@ class HedgedStorage:
                 "hedging a slow upload",
                 extra=kv(file=self.inner.display(path), after_s=round(delay, 3), hedges=self.state.hedges, uploads=self.state.requests),
             )
-            attempts.append(self.state.submit(self._put, path, data))
+            attempts.append(self.state.submit(self._put, path, data, conditional))
         winner = self._settle(path, data, attempts)
         for f in attempts:
             f.cancel()  # a hedge still queued never starts; one running finishes and is ignored
         return sent, winner == 1
 
-    def _put(self, path: str, data: bytes) -> None:
-        """One create-only PUT attempt (a pool thread runs it, so the caller can stop waiting)."""
-        self.inner.write(path, data, create_only=True)
+    def _put(self, path: str, data: bytes, conditional: bool) -> None:
+        """One PUT attempt (a pool thread runs it, so the caller can stop waiting); create-only
+        unless the name is unique to this writer (`unique_name`)."""
+        self.inner.write(path, data, create_only=conditional)
 
     def _settle(self, path: str, data: bytes, attempts: builtins.list[Future[None]]) -> int:
         """The index of the attempt that created the object; raises if none did."""

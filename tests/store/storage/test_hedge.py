@@ -25,8 +25,9 @@ from statebed_chaos.infra.proxy import start_proxy
 from statebed_chaos.infra.services import toxiproxy_client
 from statebed_chaos.tail_proxy import TailLatency
 from statebed_store import CommitLog, S3Settings, S3Storage, StateStoreProvider, StoreId, StoreOptions
+from statebed_store.naming import new_sst_name
 from statebed_store.storage import HedgedStorage, HedgeState
-from statebed_store.storage.hedge import WINDOW, bucket_size
+from statebed_store.storage.hedge import WINDOW, bucket_size, unique_name
 from statebed_store.storage.request_log import REQUEST_LOG_ENV, read_requests
 from statebed_store.storage.upload_stats import kind_of, merge_uploads, percentile, summarize_uploads
 
@@ -87,11 +88,11 @@ def test_a_hedged_commit_races_two_puts_and_leaves_one_object_with_our_bytes(pro
     proxy.add_toxic(type="latency", stream="upstream", attributes={"latency": 400})  # every PUT waits 400 ms in the proxy
     with provider.load(0) as txn:
         txn.put_many([b"k"], [b"v"])
-        result = txn.commit()  # no error surfaced: the hedges' losers got 412 and were ignored
+        result = txn.commit()  # no error surfaced: each loser rewrote the same bytes and was ignored
     proxy.destroy_toxic("latency_upstream")
     assert state.drain(30)
     assert state.hedges == 2  # the changelog and its sidecar: each hedged while its first PUT was held
-    assert state.outcomes == {"created": 2, "conflict": 2}  # per file: one PUT created it, the other got 412
+    assert state.outcomes == {"created": 4}  # uuid names: plain PUTs of the same bytes, both succeed (unique_name)
     puts = [r for r in read_requests(log) if r["op"] == "write" and r["file"].endswith(".changelog")]
     assert any(a["start"] < b["end"] and b["start"] < a["end"] for a, b in itertools.combinations(puts, 2)), (
         puts
@@ -110,15 +111,26 @@ def test_the_hedge_wins_while_the_first_put_is_stuck_and_the_late_412_is_ignored
     gate = _Gate(_s3(s3_server.endpoint))
     state = HedgeState()
     storage = HedgedStorage(gate, _on(tmp_path), state)  # type: ignore[arg-type]
-    storage.write("state/0/0/1_abc.changelog", b"bytes", create_only=True)  # returns while the first PUT is held
-    assert gate.held.is_set() and state.stats.take()["changelog"]["hedges_won"] == 1
+    storage.write("commits/1", b"bytes", create_only=True)  # returns while the first PUT is held
+    assert gate.held.is_set() and state.stats.take()["commit_log"]["hedges_won"] == 1
     gate.open.set()
     assert state.drain(30)
     assert state.outcomes == {"created": 1, "conflict": 1}  # the released first PUT met the hedge's object
-    assert gate.inner.read("state/0/0/1_abc.changelog") == b"bytes"
-    with pytest.raises(AlreadyExistsError):  # still create-only: other bytes never replace it
-        storage.write("state/0/0/1_abc.changelog", b"other", create_only=True)
-    assert gate.inner.read("state/0/0/1_abc.changelog") == b"bytes"
+    assert gate.inner.read("commits/1") == b"bytes"
+    with pytest.raises(AlreadyExistsError):  # a commit-log entry stays create-only: other bytes never replace it
+        storage.write("commits/1", b"other", create_only=True)
+    assert gate.inner.read("commits/1") == b"bytes"
+
+
+def test_only_names_unique_to_their_writer_are_hedged_with_plain_puts() -> None:
+    """A V2 state file, its sidecar and an uploaded SST carry a uuid; commit-log entries, V1
+    names and anything else stay create-only (positive and negative cases)."""
+    cid = str(uuid.uuid4())
+    sst = new_sst_name("000017.sst")
+    assert unique_name(f"state/0/0/1_{cid}.changelog") and unique_name(f"state/0/0/1_{cid}.changelog.crc")
+    assert unique_name(f"state/0/0/10_{cid}.zip") and unique_name(f"state/0/0/SSTs/{sst}")
+    for shared in ("commits/1", "state/0/0/1.changelog", "state/0/0/10.zip", "state/0/0/SSTs/000017.sst", f"state/0/0/{sst}"):
+        assert not unique_name(shared), shared
 
 
 @pytest.mark.s3
@@ -170,6 +182,34 @@ def test_minio_holds_a_second_conditional_put_of_a_key_behind_a_first_whose_body
             with pytest.raises(AlreadyExistsError):
                 racer.result(30)
         assert storage.read("k") == b"first"
+    finally:
+        fwd.close()
+
+
+@pytest.mark.s3
+def test_a_hedge_of_a_uniquely_named_file_wins_while_minio_holds_the_first_puts_body(s3_server: S3Server, tmp_path: Path) -> None:
+    """The regression of issue 50 on MinIO: a stall after the first PUT's headers held its hedge
+    too (the conditional PUT locks the key), so hedging cut only stalls before the headers. A
+    V2 changelog's name is unique to its writer: both attempts are plain PUTs and the hedge wins."""
+    fwd = _HeldBody(s3_server.endpoint.removeprefix("http://"))
+
+    class _OnceHeld(HedgeState):  # the hedge's delay ends when the first PUT's body is held: no race
+        def delay(self, kind: str, opts: StoreOptions) -> float:
+            assert fwd.holding.wait(10)
+            return 0.0
+
+    try:
+        state = _OnceHeld()
+        storage = HedgedStorage(_s3(f"http://{fwd.listen}"), _on(tmp_path), state)
+        name = f"state/0/0/1_{uuid.uuid4()}.changelog"
+        fwd.hold.set()
+        storage.write(name, b"bytes", create_only=True)  # returns while the first PUT's body is held
+        assert fwd.holding.is_set() and not fwd.release.is_set()
+        assert state.stats.take()["changelog"]["hedges_won"] == 1
+        fwd.release.set()
+        assert state.drain(30)
+        assert state.outcomes == {"created": 2}  # the released first PUT rewrote the same bytes
+        assert storage.read(name) == b"bytes"
     finally:
         fwd.close()
 
