@@ -31,7 +31,6 @@ COMPONENTS = {  # component -> the variable that names it instead
     "mc": "STATEBED_MC_BIN",
 }
 _INSTALL = Path(__file__).resolve().parents[2] / "install"  # in a checkout; an image names its parts instead
-INSTALLER = _INSTALL / "install.sh"
 KUBE_TOOLS = {"kubernetes", "etcd", "containerd", "cni", "helm", "pause", "coredns", "mc"}  # built by kube-tools.sh
 
 
