@@ -1,22 +1,23 @@
 """The job's options in one place, with defaults that run on a laptop in under a minute.
 
 Validation lives here, once: a bad value is a `FieldError` naming the field as this class spells
-it (`snapshot_interval`); the CLI maps it to its flag (`--snapshot-interval`), an experiment file
-to its key. Which flag gives back which field is the CLI's business: `statebed_report.reproduce`
-holds the table the report's reproduce line and the CLI share."""
+it (`snapshot_interval`); the CLI maps it to its flag (`--snapshot-interval`, `flag_of`), an
+experiment file to its key. Each field `statebed run` sets carries its `Flag` (name, help,
+choices): the one table the CLI's parser, its error lines and the report's reproduce line derive from."""
 
 from __future__ import annotations
 
 import secrets
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Literal
 
 from statebed_base.errors import FieldError
+from statebed_model.workloads import WORKLOADS
 from statebed_store.config import MAX_SNAPSHOT_INTERVAL
-from statebed_store.formats import FORMATS, V2, Format, from_run_json, to_run_json
+from statebed_store.formats import FORMATS, RUN_FORMATS, V2, Format, from_run_json, to_run_json
 from statebed_store.location import is_remote
 
-__all__ = ["SPECULATION_CONF", "JobOptions"]
+__all__ = ["CONTINUOUS", "SPECULATION_CONF", "Flag", "JobOptions", "flag_of", "run_flags"]
 
 FormatName = str  # a name in statebed_store.formats.FORMATS (`fmt` is its Format)
 ClusterKind = Literal["local", "standalone"]
@@ -32,47 +33,196 @@ SPECULATION_CONF = {
 }
 
 
+FlagKind = Literal["text", "choice", "count", "seed", "seconds", "duration", "path", "conf", "format"]
+
+
+@dataclass(frozen=True)
+class Flag:
+    """How `statebed run` sets one JobOptions field: the one table of run options.
+
+    The CLI's parser (`statebed_cli.commands.run`), its error lines (`flag_of`: a FieldError
+    on `snapshot_interval` is reported as `--snapshot-interval`) and the report's reproduce line
+    (`statebed_report.reproduce.run_argv`) all derive from it. `help` may name `{default}` (the
+    field's default) and `{workloads}` (the known workloads, described); `kind` says how the
+    CLI parses the text (the job itself knows no flag: it validates by field name)."""
+
+    name: str
+    help: str
+    kind: FlagKind = "text"
+    choices: tuple[str, ...] = ()
+    metavar: str | None = None
+    group: str | None = None  # an argument group's title; None: the command's own options
+
+
+CONTINUOUS = "continuous ingest (--source ingest): batches over what keeps landing until one condition holds, then drain"
+
+
 @dataclass
 class JobOptions:
-    workload: str = "count"
-    batches: int = 6
-    partitions: int = 3
-    rows_per_batch: int = 20_000
-    keyspace: int = 5_000
-    format: FormatName = V2.name
-    cluster: ClusterKind = "local"
-    workers: int = 2  # standalone only
-    checkpoint: str = "checkpoint"  # relative to the run directory, or a path / s3:// URL
-    snapshot_interval: int = 10
-    hedge: str = "off"  # hedged create-only uploads: off | on | adaptive (StoreOptions.hedge)
+    workload: str = field(
+        default="count", metadata={"flag": Flag("--workload", "{workloads} (default: {default})", "choice", tuple(sorted(WORKLOADS)))}
+    )
+    batches: int = field(default=6, metadata={"flag": Flag("--batches", "micro-batches in total (default: {default})", "count")})
+    partitions: int = field(default=3, metadata={"flag": Flag("--partitions", "state partitions (default: {default})", "count")})
+    rows_per_batch: int = field(
+        default=20_000, metadata={"flag": Flag("--rows-per-batch", "records per batch (default: {default})", "count")}
+    )
+    keyspace: int = field(default=5_000, metadata={"flag": Flag("--keyspace", "distinct keys (default: {default})", "count")})
+    format: FormatName = field(
+        default=V2.name,
+        metadata={
+            "flag": Flag(
+                "--format",
+                "statebed checkpoint format v1/v2 (default: v2; v1 is the positive control), or Spark's own RocksDB store "
+                "with checkpointFormatVersion 1/2 (native-v1/native-v2)",
+                "format",
+                RUN_FORMATS,
+            )
+        },
+    )
+    cluster: ClusterKind = field(
+        default="local",
+        metadata={
+            "flag": Flag(
+                "--cluster", "local[2], or a standalone cluster started for the run (default: {default})", "choice", ("local", "standalone")
+            )
+        },
+    )
+    workers: int = field(
+        default=2, metadata={"flag": Flag("--workers", "standalone workers, one per loopback address (default: {default})", "count")}
+    )  # standalone only
+    # relative to the run directory, or a path / s3:// URL
+    checkpoint: str = field(
+        default="checkpoint",
+        metadata={"flag": Flag("--checkpoint", "statebed checkpoint: a directory or s3://bucket/prefix (default: <run-dir>/checkpoint)")},
+    )
+    snapshot_interval: int = field(
+        default=10, metadata={"flag": Flag("--snapshot-interval", "versions between snapshots (default: {default})", "count")}
+    )
+    # hedged create-only uploads: off | on | adaptive (StoreOptions.hedge)
+    hedge: str = field(
+        default="off",
+        metadata={
+            "flag": Flag(
+                "--hedge",
+                "hedged create-only uploads of changelogs and commit-log entries (default: off; see StoreOptions.hedge)",
+                "choice",
+                ("off", "on", "adaptive"),
+            )
+        },
+    )
     # Make attempt 0 of one task slow but alive after its commit ("batch:partition:ms"):
     # Spark then launches a speculative copy and both attempts write files.
-    slow_task: str | None = None
-    source: str = "generated"  # or "ingest": read what has landed in `landing` (see statebed_model.sources)
-    landing: str | None = None  # the ingest landing area (a local directory: Spark reads its data/)
+    slow_task: str | None = field(
+        default=None,
+        metadata={
+            "flag": Flag(
+                "--slow-task", "make attempt 0 of batch B, partition P sleep MS after its commit (provokes speculation)", metavar="B:P:MS"
+            )
+        },
+    )
+    # "ingest": read what has landed in `landing` (see statebed_model.sources)
+    source: str = field(
+        default="generated",
+        metadata={
+            "flag": Flag(
+                "--source",
+                "generated: deterministic records, one file per batch (default); ingest: what has landed in --landing",
+                "choice",
+                ("generated", "ingest"),
+            )
+        },
+    )
+    # the ingest landing area (a local directory: Spark reads its data/)
+    landing: str | None = field(
+        default=None, metadata={"flag": Flag("--landing", "the ingest landing area (data/ and acks/) for --source ingest", metavar="DIR")}
+    )
     # A continuous ingest run (any stop condition set): micro-batches every `trigger_ms` over
     # whatever has landed, until `duration_s` passed, `until_records` were committed or
     # `stop_file` exists; then it drains what has landed and stops.
-    duration_s: float | None = None
-    until_records: int | None = None
-    stop_file: str | None = None
-    trigger_ms: int = 500
-    extra_conf: dict[str, str] = field(default_factory=dict)
+    duration_s: float | None = field(
+        default=None, metadata={"flag": Flag("--duration", "stop after S: 30, 30s, 2m, 1h30m", "duration", metavar="S", group=CONTINUOUS)}
+    )
+    until_records: int | None = field(
+        default=None,
+        metadata={"flag": Flag("--until-records", "stop once N records are committed", "count", metavar="N", group=CONTINUOUS)},
+    )
+    stop_file: str | None = field(
+        default=None, metadata={"flag": Flag("--stop-file", "stop once PATH exists", "path", metavar="PATH", group=CONTINUOUS)}
+    )
+    trigger_ms: int = field(
+        default=500,
+        metadata={"flag": Flag("--trigger-ms", "a micro-batch every MS (default: {default})", "count", metavar="MS", group=CONTINUOUS)},
+    )
+    extra_conf: dict[str, str] = field(
+        default_factory=dict,
+        metadata={"flag": Flag("--conf", "extra Spark configuration (repeatable)", "conf", metavar="KEY=VALUE")},
+    )
     # Every random choice of a task derives from (seed, batch, partition, attempt), so a run
     # replays; None draws one (saved in run.json). Checkpoint ids stay random: they must be unique.
-    seed: int | None = None
+    seed: int | None = field(
+        default=None,
+        metadata={
+            "flag": Flag(
+                "--seed",
+                "seed of every task's random choices, from (seed, batch, partition, attempt): a run replays (default: drawn, saved in run.json)",
+                "seed",
+            )
+        },
+    )
     # Maintenance (`maintenance.py`): committed versions each store keeps loadable (Spark's
     # minBatchesToRetain, 100), and seconds between passes (Spark's maintenanceInterval, 60 s;
     # 0: a pass after every committed batch).
-    retain: int = 100
-    maintenance_interval_s: float = 60.0
+    retain: int = field(
+        default=100,
+        metadata={
+            "flag": Flag(
+                "--retain",
+                "committed versions maintenance keeps loadable per store; native: Spark's minBatchesToRetain (default: {default})",
+                "count",
+                metavar="N",
+            )
+        },
+    )
+    maintenance_interval_s: float = field(
+        default=60.0,
+        metadata={
+            "flag": Flag(
+                "--maintenance-interval",
+                "seconds between maintenance passes; 0: after every committed batch (default: {default:g})",
+                "seconds",
+                metavar="S",
+            )
+        },
+    )
     # Seconds an SST no kept snapshot names is left alone (an upload in flight publishes its SSTs
     # before the zip that names them): StoreOptions.sst_orphan_grace_s.
-    sst_grace_s: float = 600.0
+    sst_grace_s: float = field(
+        default=600.0,
+        metadata={
+            "flag": Flag(
+                "--sst-grace",
+                "seconds maintenance leaves an SST no kept snapshot names (an upload may be in flight; default: {default:g})",
+                "seconds",
+                metavar="S",
+            )
+        },
+    )
     # Which of Spark's checkpoint file managers the plug-in wraps (native-v1/native-v2): "rename"
     # (the default FileContext one: temp file, then rename = copy + delete on S3) or "abortable"
     # (spark-hadoop-cloud's, which Spark's docs recommend on S3: written in place; s3:// only).
-    checkpoint_file_manager: str = "rename"
+    checkpoint_file_manager: str = field(
+        default="rename",
+        metadata={
+            "flag": Flag(
+                "--checkpoint-file-manager",
+                "native-v1/native-v2: the Spark checkpoint file manager the plug-in wraps: rename (Spark's default) or, "
+                "on an s3:// checkpoint, abortable (spark-hadoop-cloud's, written in place; default: rename)",
+                "choice",
+                ("rename", "abortable"),
+            )
+        },
+    )
 
     def __post_init__(self) -> None:
         if self.format not in FORMATS:
@@ -175,3 +325,14 @@ class JobOptions:
     def from_json(cls, params: dict[str, Any]) -> JobOptions:
         """The options run.json's `params` hold (`to_json`'s inverse; FieldError names a bad field)."""
         return cls(**from_run_json(params))
+
+
+def run_flags() -> dict[str, Flag]:
+    """JobOptions field -> its `statebed run` flag, in the order the fields are declared."""
+    return {f.name: f.metadata["flag"] for f in fields(JobOptions) if "flag" in f.metadata}
+
+
+def flag_of(name: str) -> str:
+    """The `statebed run` flag of a JobOptions field (the field itself when no flag sets it)."""
+    flag = run_flags().get(name)
+    return name if flag is None else flag.name

@@ -12,12 +12,12 @@ from typing import Any
 
 import pytest
 
-from statebed_base.errors import FieldError
+from statebed_base.errors import FieldError, UsageError
 from statebed_chaos.experiment import parse_experiment
 from statebed_chaos.harness import describe, job_options, run_command
 from statebed_cli.commands.run import _options
 from statebed_cli.main import build_parser
-from statebed_job.config import JobOptions
+from statebed_job.config import JobOptions, flag_of, run_flags
 from statebed_load.load_run import LoadOptions
 from statebed_load.load_run import describe as load_describe
 from statebed_load.load_run import job_command as load_job_command
@@ -137,3 +137,22 @@ def test_the_reports_reproduce_line_replays_the_saved_options(tmp_path: Path) ->
     line = shlex.split(view_of_run(read_run(run.root)).reproduce)
     assert line[:4] == ["statebed", "run", "--run-dir", f"{run.root}-replay"]
     assert parse(line[4:]) == opts  # --hedge was missing from the hand-built line
+
+
+def test_every_option_is_one_row_of_the_table_the_parser_errors_and_reproduce_line_share() -> None:
+    """The table of run options (`Flag` on each JobOptions field) is the only place a flag is
+    spelled: the parser has exactly its flags (plus the command's own), with its choices; a bad
+    field is reported by its flag; the CLI no longer imports the report to name one."""
+    flags = run_flags()
+    assert set(flags) == {f.name for f in dataclasses.fields(JobOptions)}  # every field has its row
+    run_parser = next(a for a in build_parser()._subparsers._group_actions[0].choices.values() if a.prog.endswith(" run"))  # type: ignore[union-attr]
+    by_flag = {s: a for a in run_parser._actions for s in a.option_strings}
+    own = {"-h", "--help", "--native", "--master", "--metrics-port", "--run-dir", "--resume", "--no-verify", "--no-report", "--json"}
+    assert set(by_flag) - own - {"--s3-endpoint", "--s3-access-key", "--s3-secret-key"} == {f.name for f in flags.values()}
+    for flag in flags.values():
+        assert tuple(by_flag[flag.name].choices or ()) == flag.choices, flag.name
+    assert flag_of("snapshot_interval") == "--snapshot-interval" and flag_of("extra_conf") == "--conf" and flag_of("x") == "x"
+    with pytest.raises(UsageError, match=r"^--slow-task wants BATCH:PARTITION:MILLISECONDS"):
+        parse(["--slow-task", "a:b"])
+    source = (Path(__file__).resolve().parents[2] / "src/statebed_cli/commands/run.py").read_text()
+    assert "statebed_report" not in source
