@@ -8,11 +8,11 @@
     <out>/processes.json    every process recorded below the drivers (for the leak check)
     <out>/verdict.json      the verdict: checks, anomalies, faults with their proof
 
-The harness (`harness.py`) runs the job under the nemesis and judges it: verdict false >
-unknown > true over the verifiers (lineage, state, attempts), the baseline comparison and the
-faults-fired accounting (a scheduled fault without proof that it fired makes the run unknown,
-never valid). A driver that dies without a scheduled driver-killing fault, or a run past
-`timeout_s`, is a harness failure: unknown.
+The launcher (`launcher.py`) runs the job under the nemesis and the judge (`judge.py`) decides:
+verdict false > unknown > true over the verifiers (lineage, state, attempts), the baseline
+comparison and the faults-fired accounting (a scheduled fault without proof that it fired makes
+the run unknown, never valid). A driver that dies without a scheduled driver-killing fault, or
+a run past `timeout_s`, is a harness failure: unknown.
 """
 
 from __future__ import annotations
@@ -36,8 +36,9 @@ from .baseline import Baseline, baseline_key, state_view
 from .baseline_cache import Baselines
 from .experiment import Experiment
 from .faults import FaultSpec
-from .harness import EXIT_HARNESS, ExperimentResult, describe, faulted_run, judge, launch, make_nemesis, run_command, storage
+from .judge import EXIT_HARNESS, ExperimentResult, judge
 from .k8s_backend import K8sSettings, k8s_storage, k8s_targets
+from .launcher import describe, faulted_run, launch, make_nemesis, run_command, storage
 from .schedule import realise
 
 __all__ = ["ExperimentResult", "run_experiment"]

@@ -16,9 +16,11 @@ Run directory (also the job's own run directory):
     logs/      ingest / job / locust stdout and stderr
     history.jsonl, experiment.yaml (with --experiment), processes.json
 
-The storage, the job's command line, process tracking, the nemesis and the fault accounting are
-the harness's (`statebed_chaos.harness`, shared with `statebed chaos run`); this module keeps
-what is about load: the ingest service, Locust, the acknowledgement accounting and the series.
+The storage, the experiment's part of the job's options, the job's command line, process
+tracking and the nemesis are the launcher's (`statebed_chaos.launcher`), the verifiers and the
+fault accounting the judge's (`statebed_chaos.judge`), shared with `statebed chaos run`; this
+module keeps what is about load: the ingest service, Locust, the acknowledgement accounting and
+the series.
 """
 
 from __future__ import annotations
@@ -38,7 +40,8 @@ from typing import Any
 from statebed_base.errors import RunFailedError, UsageError
 from statebed_chaos.driver_process import DriverProcess, python_env
 from statebed_chaos.experiment import Experiment
-from statebed_chaos.harness import Tracker, make_nemesis, past_proxy, run_command, storage, unfired
+from statebed_chaos.judge import check_run, unfired
+from statebed_chaos.launcher import Tracker, experiment_fields, make_nemesis, past_proxy, run_command, storage
 from statebed_chaos.schedule import realise
 from statebed_job.config import JobOptions
 from statebed_job.runner import describe_run
@@ -50,7 +53,7 @@ from statebed_store.failpoint_control import Control
 from statebed_store.failpoints import CONTROL_ENV
 from statebed_store.formats import FORMATS, V2
 from statebed_store.naming import commit_path
-from statebed_verify import EXIT_CODES, Verdict, merge_verdicts, summarise, verify_run
+from statebed_verify import EXIT_CODES, Verdict, merge_verdicts
 from statebed_verify.history import History
 
 from .accounting import Accounting, account, summary_latency
@@ -150,14 +153,10 @@ def run_load(opts: LoadOptions, out: Path, *, say: Callable[[str], None] = lambd
 
 
 def job_options(opts: LoadOptions, exp: Experiment | None, seed: int, out: Path) -> JobOptions:
-    """A continuous ingest run over the landing area until the stop file (with an experiment: its workload, cluster, sizes)."""
-    given: dict[str, Any] = {"partitions": opts.partitions}
-    if exp is not None:
-        given = {"workload": exp.workload, "cluster": exp.cluster, "workers": exp.workers, "partitions": exp.partitions}
-        given["snapshot_interval"] = exp.snapshot_interval
-        given["extra_conf"] = exp.spark_conf()
-        if exp.storage == "s3":  # statebed's store or Spark's own (through S3A) in a bucket, as a chaos run keeps it
-            given["checkpoint"] = f"s3://statebed/load-{out.name}-{seed}"
+    """A continuous ingest run over the landing area until the stop file (with an experiment: what
+    it fixes of the job, as a chaos run of it has; not its generated input's sizes, which Locust
+    replaces, nor its checkpoint_file_manager, which a load run has always left at the default)."""
+    given: dict[str, Any] = {"partitions": opts.partitions} if exp is None else experiment_fields(exp, f"load-{out.name}-{seed}")
     given |= {"source": "ingest", "landing": str(out / "landing"), "stop_file": str(ExperimentDir(out).load / "stop")}
     return JobOptions(seed=seed, format=opts.format, trigger_ms=opts.trigger_ms, **given)
 
@@ -276,6 +275,8 @@ def _wait(done: Callable[[], bool], dead: list[Callable[[], int | None]], tracke
 
 
 def _judge(out: Path, s3: S3Settings | None, opts: LoadOptions, code: int, result: LoadResult) -> None:
+    """The load run's verdict: the job's exit, the faults fired, the judge's verifiers, then every
+    acknowledged record committed exactly once."""
     verdicts: list[Verdict] = []
     if code != 0:
         verdicts.append("unknown")
@@ -284,11 +285,11 @@ def _judge(out: Path, s3: S3Settings | None, opts: LoadOptions, code: int, resul
         verdicts.append("unknown")
         result.reasons.append(why)
     run = RunDir(out, s3)
-    composite = verify_run(out, s3)
-    result.checks.update(summarise(composite))
-    verdicts += [r.valid for r in composite.reports.values()]
-    for name, report in composite.reports.items():
-        result.reasons += [f"{name}: {a.kind}: {a.detail}" for a in report.anomalies][:20]
+    checked = check_run(run, s3)  # every check verify_run makes counts; no attempts check
+    result.checks.update(checked.summary)
+    verdicts += checked.verdicts
+    for name, found in checked.anomalies.items():
+        result.reasons += [f"{name}: {a.kind}: {a.detail}" for a in found][:20]
     acc = account(run, IngestSource(open_storage(out / "landing")), [out / "load" / "client-acks.jsonl"])
     _fill(result, acc, out)
     if not acc.acknowledged:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from statebed_chaos.baseline import Baseline
-from statebed_chaos.harness import ExperimentResult, _compare
+from statebed_chaos.judge import ExperimentResult, _compare
 from statebed_model.rundir import RunDir
 
 

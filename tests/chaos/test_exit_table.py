@@ -15,7 +15,8 @@ from checkpoint_helpers import run_cli
 
 from statebed_chaos.driver_process import DriverExit
 from statebed_chaos.experiment import parse_experiment
-from statebed_chaos.harness import ExperimentResult, judge, make_nemesis
+from statebed_chaos.judge import ExperimentResult, judge
+from statebed_chaos.launcher import make_nemesis
 from statebed_load.load_run import LoadResult
 from statebed_store.failpoint_control import Control
 from statebed_verify import EXIT_CODES, Verdict

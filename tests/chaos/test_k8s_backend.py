@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from statebed_base.errors import UsageError
-from statebed_chaos.harness import run_command
 from statebed_chaos.k8s_backend import _REQUIRED, K8sSettings
+from statebed_chaos.launcher import run_command
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "experiments" / "kill-executor-count-v2.yaml"

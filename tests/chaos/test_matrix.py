@@ -26,7 +26,7 @@ from statebed_chaos.baseline_cache import Baselines
 from statebed_chaos.experiment import Experiment, load_experiment
 from statebed_chaos.experiment_runner import ExperimentResult
 from statebed_chaos.faults import KINDS
-from statebed_chaos.harness import job_options
+from statebed_chaos.launcher import job_options
 from statebed_chaos.matrix import EXIT_INTERRUPTED, MatrixResult, fault_caused, run_matrix
 from statebed_chaos.matrix_presets import FAULTS, NONDETERMINISTIC, PRESETS, Preset, plan_cells
 from statebed_cli.commands import chaos_matrix

@@ -14,7 +14,7 @@ import pytest
 
 from statebed_base.errors import FieldError, UsageError
 from statebed_chaos.experiment import parse_experiment
-from statebed_chaos.harness import describe, job_options, run_command
+from statebed_chaos.launcher import describe, job_options, run_command
 from statebed_cli.commands.run import _options
 from statebed_cli.main import build_parser
 from statebed_job.config import JobOptions, flag_of, run_flags
