@@ -57,6 +57,7 @@ FILESYSTEM_CLASS = "statebed.FailpointLocalFileSystem"
 # The run's `checkpoint_file_manager` -> the plug-in's manager extending Spark's one of that kind.
 MANAGERS = {"rename": MANAGER_CLASS, "abortable": "statebed.FailpointAbortableCheckpointFileManager"}
 S3A_FILESYSTEM_CLASS = "statebed.FailpointS3AFileSystem"
+S3A_REQUEST_INTERCEPTOR = "statebed.S3RequestInterceptor"  # logs each S3 request of S3A's SDK client (RequestLog, level sdk)
 CONTROL_CONF = "statebed.failpoints.control"  # Failpoints.CONF_KEY in the Java source
 JDK_PACKAGE = "openjdk-17-jdk-headless"
 JAR_ENV = "STATEBED_JVM_JAR"
@@ -227,6 +228,7 @@ def plugin_confs(control_file: Path, *, s3a: bool = False, manager: str = "renam
     }
     if len(jars) > 1:
         conf["spark.hadoop.fs.s3a.impl"] = S3A_FILESYSTEM_CLASS
+        conf["spark.hadoop.fs.s3a.audit.execution.interceptors"] = S3A_REQUEST_INTERCEPTOR
     return conf
 
 

@@ -107,15 +107,10 @@ def test_ctrl_c_stops_every_process(tmp_path: Path) -> None:
     assert_no_process_left(out)
 
 
-def _s3_latency(tmp_path: Path, name: str, **doc: Any) -> tuple[dict[str, Any], Path]:
-    """A small run on S3 (MinIO behind Toxiproxy) with a 300 ms latency toxic during batch 1: valid, the fault fired."""
-    exp = {
-        "name": name,
-        **SMALL,
-        "storage": "s3",
-        **doc,
-        "faults": [{"kind": "storage-latency", "at": {"batch": 1}, "for_s": 5, "params": {"latency": 300}}],
-    }
+def _s3_latency(tmp_path: Path, name: str, fault: dict[str, Any] | None = None, **doc: Any) -> tuple[dict[str, Any], Path]:
+    """A small run on S3 (MinIO behind Toxiproxy) with a 300 ms latency toxic (or `fault`) during batch 1: valid, the fault fired."""
+    fault = fault or {"kind": "storage-latency", "at": {"batch": 1}, "for_s": 5, "params": {"latency": 300}}
+    exp = {"name": name, **SMALL, "storage": "s3", **doc, "faults": [fault]}
     out = tmp_path / "out"
     proc = _chaos(str(_write(tmp_path, exp)), "--out", str(out), "--json")
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -135,12 +130,27 @@ def test_storage_latency_through_the_proxy_fires_and_v2_on_s3_stays_valid(tmp_pa
 def test_storage_latency_on_sparks_own_store_over_s3a_fires_and_native_v2_stays_valid(tmp_path: Path) -> None:
     """Spark's own store with its checkpoint in the bucket (S3A, the installer's jars), MinIO behind
     Toxiproxy, a latency toxic during batch 1: the proof is Spark's own checkpoint writes, as the
-    JVM plug-in logged them, slowed inside the window; both verifiers read the checkpoint on S3.
-    Every request the plug-in logged in the window counts (an `exists` of the source's log slowed
-    by the toxic is as much its effect as a write), but Spark's checkpoint writes must be among them."""
+    JVM plug-in logged S3A's requests (level `sdk`), slowed inside the window; both verifiers read
+    the checkpoint on S3. Every request in the window counts (a HEAD of the source's log slowed by
+    the toxic is as much its effect as a write), but a PUT of Spark's checkpoint must be among them."""
     res, out = _s3_latency(tmp_path, "s3a-latency", workload="count", format="native-v2", verifiers=["lineage", "state"])
     proof = res["faults"][0]["proof"]
-    assert proof and all(p["file"].startswith("s3a://statebed/") for p in proof), proof
-    assert any(p["op"] == "write" for p in proof), proof
+    assert proof and all(p["file"].startswith("s3a://statebed/") and p["level"] == "sdk" for p in proof), proof
+    assert any(p["op"] == "s3:PutObject" for p in proof), proof
     assert not (out / "faulted" / "spark-checkpoint").exists()  # Spark's checkpoint is in the bucket, not here
+    assert_no_process_left(out)
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("kind", ["storage-outage", "storage-reset"])
+def test_an_outage_or_reset_on_sparks_own_store_over_s3a_fires_on_its_s3_requests(tmp_path: Path, kind: str) -> None:
+    """Spark's S3A requests as its SDK client made them (jvm/src-s3a S3RequestInterceptor): a HEAD
+    held by the outage, or retried by the SDK under the resets, inside the window. The checkpoint
+    file manager's own lines missed both (its check left no line; the SDK's retries looked like one
+    success), so these faults were `unknown` on S3A until this evidence."""
+    fault = {"kind": kind, "at": {"batch": 1}, "for_s": 3}
+    res, out = _s3_latency(tmp_path, f"s3a-{kind}", fault, workload="count", format="native-v2", verifiers=["lineage", "state"])
+    proof = res["faults"][0]["proof"]
+    assert proof and all(p["level"] == "sdk" and p["op"].startswith("s3:") for p in proof), proof
+    assert all(p["retries"] > 0 or kind == "storage-outage" for p in proof), proof
     assert_no_process_left(out)

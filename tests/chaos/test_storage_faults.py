@@ -17,6 +17,7 @@ from net_helpers import wait_for
 from s3server import ACCESS_KEY, SECRET_KEY, S3Server
 
 from statebed_chaos.faults import Fault, FaultContext, FaultSpec, NotApplicable, Trigger, fault_class
+from statebed_chaos.faults.toxic_fault import failed, requests_proving, sample
 from statebed_chaos.infra.proxy import start_proxy
 from statebed_chaos.infra.services import toxiproxy_client
 from statebed_chaos.targets import LocalTargets
@@ -161,3 +162,32 @@ def _attempt(call: Any) -> object:
         return call()
     except Exception as e:  # the outcome under test
         return e
+
+
+def test_sparks_own_s3_requests_replace_its_file_managers_lines_as_evidence() -> None:
+    """A native run on S3A logs two levels: the checkpoint file manager's operations (`fm`) and
+    every S3 request of the SDK client (`sdk`). The toxic's effect is read from the requests when
+    there are any; statebed's own lines (no level) always count; without `sdk` lines, `fm` ones do."""
+    fm = {"start": 1.0, "end": 2.0, "op": "exists", "file": "s3a://b/x", "level": "fm"}
+    sdk = {"start": 1.0, "end": 5.0, "op": "s3:HeadObject", "file": "s3a://b/x", "retries": 2, "level": "sdk"}
+    own = {"start": 1.0, "end": 1.1, "op": "read", "file": "s3://b/y"}
+    assert requests_proving([fm, sdk, own]) == [sdk, own]
+    assert requests_proving([fm, own]) == [fm, own]
+    reset, outage = make("storage-reset"), make("storage-outage")
+    assert reset.acted_on(sdk, None) and not reset.acted_on(fm, None)  # the SDK's retries are the reset's mark
+    assert outage.acted_on({**sdk, "retries": 0}, healed=4.9) and not outage.acted_on({**fm, "retries": 0}, healed=4.9)
+
+
+def test_an_s3_answer_is_not_a_failed_request() -> None:
+    """S3A checks existence with a HEAD that S3 answers 404 (the SDK raises NoSuchKeyException):
+    hundreds of those outside any window must not look like a reset's work; a retried one does."""
+    head = {"start": 1.0, "end": 1.01, "op": "s3:HeadObject", "file": "s3a://b/x", "retries": 0, "error": "NoSuchKeyException"}
+    assert not failed(head) and failed({**head, "retries": 1}) and failed({**head, "error": "SdkClientException"})
+
+
+def test_the_proof_names_each_kind_of_request_the_toxic_hit() -> None:
+    """74 slowed requests, the PUT among the last: the 20 in the proof still include it."""
+    hits = [{"start": float(i), "op": "s3:HeadObject"} for i in range(73)] + [{"start": 99.0, "op": "s3:PutObject"}]
+    proof = sample(hits)
+    assert len(proof) == 20 and proof[-1]["op"] == "s3:PutObject" and proof[0]["start"] == 0.0
+    assert sample(hits[:5]) == hits[:5]

@@ -14,7 +14,8 @@ import java.util.Map;
  * Spark's checkpoint operations as statebed's S3 request log has statebed's own requests
  * (statebed_store.storage.request_log): one JSON line per atomic write, read, listing, existence
  * check, delete (`start`, `end` in epoch seconds, `op`, `file`, `bytes` for writes, `retries` 0,
- * `error` its class or null) in
+ * `error` its class or null, `level` "fm": the checkpoint file manager's) and, on S3A, one per S3
+ * request the SDK made (`level` "sdk", `S3RequestInterceptor`) in
  * `s3-requests-jvm-<pid>.jsonl` under the directory STATEBED_S3_REQUEST_LOG names. A storage
  * fault on Spark's own store is proven by what it did to these writes, as on statebed's.
  */
@@ -52,24 +53,30 @@ public final class RequestLog {
             error = e;
             throw e;
         } finally {
-            log(op, file, start, now(), -1, error);
+            log(op, file, start, now(), -1, 0, "fm", error);
         }
     }
 
     /** Append one write; a line that cannot be written is a warning on stderr, never a failed write. */
     static void write(String file, double start, double end, long bytes, Throwable error) {
-        log("write", file, start, end, bytes, error);
+        log("write", file, start, end, bytes, 0, "fm", error);
     }
 
-    private static void log(String op, String file, double start, double end, long bytes, Throwable error) {
+    /** Append one S3 request of the SDK (`S3RequestInterceptor`): `retries` attempts beyond the first. */
+    static void request(String op, String file, double start, double end, long bytes, int retries, Throwable error) {
+        log(op, file, start, end, bytes, retries, "sdk", error);
+    }
+
+    private static void log(String op, String file, double start, double end, long bytes, int retries, String level, Throwable error) {
         Map<String, Object> rec = new LinkedHashMap<>();
         rec.put("start", Math.round(start * 1e6) / 1e6);
         rec.put("end", Math.round(end * 1e6) / 1e6);
         rec.put("op", op);
         rec.put("file", file);
         rec.put("bytes", bytes < 0 ? null : bytes);
-        rec.put("retries", 0);
+        rec.put("retries", retries);
         rec.put("error", error == null ? null : error.getClass().getSimpleName());
+        rec.put("level", level);
         Path out = Paths.get(DIR).resolve("s3-requests-jvm-" + ProcessHandle.current().pid() + ".jsonl");
         try {
             byte[] line = (Failpoints.JSON.writeValueAsString(rec) + "\n").getBytes(StandardCharsets.UTF_8);

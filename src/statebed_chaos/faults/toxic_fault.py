@@ -24,7 +24,7 @@ from statebed_store.storage.request_log import read_requests
 
 from .base import Evidence, Fault, FaultContext, FaultSpec, NotApplicable
 
-__all__ = ["FAULTS", "TOXICS", "Toxic", "ToxicFault", "duration_ms", "failed"]
+__all__ = ["FAULTS", "TOXICS", "Toxic", "ToxicFault", "duration_ms", "failed", "requests_proving"]
 
 
 class ToxicFault(Fault):
@@ -87,7 +87,7 @@ class ToxicFault(Fault):
             return Evidence(False, f"{self.kind}: never injected (its trigger was not reached)")
         end = self._healed if self._healed is not None else time.time()
         where = ctx.run.s3_requests
-        requests = read_requests(where)
+        requests = requests_proving(read_requests(where))
         if not requests:
             return Evidence(None, f"{self.kind}: no S3 request was logged under {where}: cannot tell whether toxic {self.toxic_name} acted")
         inside = [r for r in requests if started <= float(r["start"]) < end]
@@ -104,16 +104,41 @@ class ToxicFault(Fault):
                 f"({usual} of {len(outside)}): not the toxic's doing",
             )
         detail = f"{self.kind}: {window}; {len(hits)} of {len(inside)} S3 requests started in it show its effect ({usual} of {len(outside)} outside)"
-        return Evidence(True, detail, [dict(r, source=str(where)) for r in hits[:20]])
+        return Evidence(True, detail, [dict(r, source=str(where)) for r in sample(hits)])
+
+
+def requests_proving(requests: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The requests a toxic's effect is read from. When Spark's S3A client logged its own S3
+    requests (level `sdk`: every request, its retries and errors, jvm/src-s3a
+    S3RequestInterceptor), the checkpoint file manager's lines (level `fm`) go: they miss what
+    Spark did past the manager (a check or read held by an outage left no line in its window)
+    and what the SDK retried inside one call (a reset looked like a success)."""
+    if any(r.get("level") == "sdk" for r in requests):
+        return [r for r in requests if r.get("level") != "fm"]
+    return requests
+
+
+def sample(hits: list[dict[str, Any]], size: int = 20) -> list[dict[str, Any]]:
+    """Up to `size` of the affected requests for the proof: the first of each op, then the rest in order."""
+    firsts = list({str(r["op"]): r for r in reversed(hits)}.values())[::-1]
+    chosen = firsts[:size]
+    chosen += [r for r in hits if all(r is not c for c in chosen)][: size - len(chosen)]
+    return sorted(chosen, key=lambda r: float(r["start"]))
 
 
 def duration_ms(req: dict[str, Any]) -> float:
     return (float(req["end"]) - float(req["start"])) * 1000.0
 
 
+# S3's answers that Spark's SDK client raises as exceptions (a HEAD of a missing key is how S3A
+# checks existence): answers, not failed requests.
+ANSWERS = frozenset({"NoSuchKeyException", "NoSuchBucketException", "NoSuchUploadException"})
+
+
 def failed(req: dict[str, Any]) -> bool:
-    """Cut: the request failed or urllib3 had to send it again."""
-    return req.get("error") is not None or int(req.get("retries") or 0) > 0
+    """Cut: the request failed (not merely answered "no such key") or its client had to send it again."""
+    error = req.get("error")
+    return (error is not None and error not in ANSWERS) or int(req.get("retries") or 0) > 0
 
 
 def _slowed(a: dict[str, int], req: dict[str, Any], healed: float | None) -> bool:
@@ -141,7 +166,7 @@ def _held(a: dict[str, int], req: dict[str, Any], healed: float | None) -> bool:
 
 
 def _cut(a: dict[str, int], req: dict[str, Any], healed: float | None) -> bool:
-    """Cut: the connection was reset under it, so it failed or urllib3 sent it again."""
+    """Cut: the connection was reset under it, so it failed or its client sent it again."""
     return failed(req)
 
 
