@@ -34,6 +34,7 @@ from ..config import S3Settings
 from ..location import parse_location
 from .base import FileInfo, clean_path
 from .request_log import log_request
+from .whole_requests import whole_request_pools
 
 __all__ = ["S3Storage", "parse_s3_url"]
 
@@ -114,19 +115,21 @@ class S3Storage:
         self.url = f"s3://{self.bucket}/{self.prefix}".rstrip("/")
         self.settings = settings
         self._retries = _RetryCounter()
-        http = urllib3.PoolManager(
-            timeout=urllib3.Timeout(connect=settings.connect_timeout_s, read=settings.read_timeout_s),
-            maxsize=32,  # hedges take a second connection while the first is in flight
-            retries=_DeadlineRetry(
-                total=settings.retries,
-                backoff_factor=0.2,
-                backoff_max=2.0,
-                backoff_jitter=0.2,  # retries of many clients must not arrive in lockstep
-                status_forcelist=[500, 502, 503, 504],
-                allowed_methods=None,
-                deadline_s=settings.deadline_s,
-                counter=self._retries,
-            ),
+        http = whole_request_pools(
+            urllib3.PoolManager(
+                timeout=urllib3.Timeout(connect=settings.connect_timeout_s, read=settings.read_timeout_s),
+                maxsize=32,  # hedges take a second connection while the first is in flight
+                retries=_DeadlineRetry(
+                    total=settings.retries,
+                    backoff_factor=0.2,
+                    backoff_max=2.0,
+                    backoff_jitter=0.2,  # retries of many clients must not arrive in lockstep
+                    status_forcelist=[500, 502, 503, 504],
+                    allowed_methods=None,
+                    deadline_s=settings.deadline_s,
+                    counter=self._retries,
+                ),
+            )
         )
         try:
             self.client = Minio(
