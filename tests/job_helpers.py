@@ -23,6 +23,7 @@ from statebed_job.task import TaskResult, TaskSpec, run_partition
 from statebed_model.rundir import SPARK_CHECKPOINT, RunDir, RunInfo
 from statebed_model.sources import SOURCE_LOG, GeneratedSource, IngestSource, open_source, source_log
 from statebed_store import S3Settings, default_uploader, open_storage
+from statebed_store.location import parse_location
 from statebed_store.murmur3 import hash_longs
 
 QUERY_SOURCE_LOG = f"{SPARK_CHECKPOINT}/{SOURCE_LOG}"  # Spark's file source log, run-relative (a statebed run's query checkpoint)
@@ -58,7 +59,7 @@ class InProcessJob:
         )
         self.run.create(info)
         self.source = open_source(info, self.run, s3)
-        self.storage = open_storage(self.run.checkpoint_location(info), s3, create_bucket=s3 is not None)
+        self.storage = open_storage(parse_location(self.run.checkpoint_location(info), s3), create_bucket=s3 is not None)
         self.driver = BatchDriver(self.run, opts, self.storage, s3)
 
     def executor(self, name: str, spec: TaskSpec) -> TaskSpec:

@@ -14,7 +14,7 @@ from typing import Any
 from statebed_base.durations import parse_duration
 from statebed_base.errors import UsageError
 from statebed_store import S3Settings, Storage, StoreId, open_storage
-from statebed_store.location import is_remote
+from statebed_store.location import is_remote, parse_location
 from statebed_store.naming import DEFAULT_STORE, check_id
 from statebed_verify import EXIT_CODES
 
@@ -153,7 +153,9 @@ def open_checkpoint(args: argparse.Namespace) -> Storage:
 def open_location(args: argparse.Namespace, location: str, *, create: bool = False) -> Storage:
     """`location` as storage: S3 settings from the `add_s3_args` options (else the environment)."""
     if is_remote(location):
-        return open_storage(location, S3Settings.from_env(args.s3_endpoint, args.s3_access_key, args.s3_secret_key), create_bucket=create)
+        return open_storage(
+            parse_location(location, S3Settings.from_env(args.s3_endpoint, args.s3_access_key, args.s3_secret_key)), create_bucket=create
+        )
     return open_storage(location)
 
 

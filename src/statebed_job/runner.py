@@ -29,7 +29,7 @@ from statebed_model.sources import GeneratedSource, Source, open_source
 from statebed_model.workloads import get_workload
 from statebed_store import CommitLog, S3Settings, failpoints, open_storage
 from statebed_store.formats import to_run_json
-from statebed_store.location import is_remote
+from statebed_store.location import is_remote, parse_location
 from statebed_store.naming import COMMITS_DIR
 from statebed_store.partitioner import record_partitioner
 from statebed_store.storage.base import Storage
@@ -220,7 +220,7 @@ def run_job(
     if s3 is None and is_remote(loc):
         s3 = S3Settings.from_env()  # a described run: the endpoint and keys come with the environment
     run.s3 = run.s3 or s3  # what reads the checkpoint back in this process (the native readers' check) uses them too
-    storage = open_storage(loc, s3, create_bucket=is_remote(loc))
+    storage = open_storage(parse_location(loc, s3), create_bucket=is_remote(loc))
     if not opts.native:
         _check_checkpoint(storage, run, opts, resume)
     source = open_source(info, run, s3)

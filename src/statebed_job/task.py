@@ -34,6 +34,7 @@ from statebed_model import attempts
 from statebed_model.rundir import INPUT_SCHEMA
 from statebed_model.workloads import TaskContext, get_workload
 from statebed_store import S3Settings, StateStoreProvider, StoreId, StoreOptions, failpoints, open_storage
+from statebed_store.location import parse_location
 from statebed_store.storage.hedge import take_uploads
 
 __all__ = [
@@ -139,7 +140,7 @@ def _provider(spec: TaskSpec, partition: int) -> StateStoreProvider:
     with _LOCK:
         p = _PROVIDERS.get(key)
         if p is None:
-            storage = open_storage(spec.checkpoint, spec.s3)
+            storage = open_storage(parse_location(spec.checkpoint, spec.s3))
             p = StateStoreProvider(storage, StoreId(OPERATOR, partition), opts, executor_id=f"{host}/{os.getpid()}")
             _PROVIDERS[key] = p
             while len(_PROVIDERS) > MAX_PROVIDERS:

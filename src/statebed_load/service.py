@@ -223,7 +223,7 @@ def _landing(location: str) -> IngestSource:
             raise UsageError(f"--landing {location!r}: not a directory")
     s3 = S3Settings.from_env() if where.remote else None
     try:
-        landing = open_storage(location, s3, create_bucket=s3 is not None)
+        landing = open_storage(parse_location(location, s3), create_bucket=s3 is not None)
         landing.list("acks")
     except StatebedError as e:
         raise UsageError(f"--landing {location!r}: {e}") from None

@@ -49,7 +49,7 @@ from statebed_base.jsonsafe import loads_strict
 from statebed_store.commitlog import CommitLog
 from statebed_store.config import S3Settings
 from statebed_store.formats import from_run_json, get_format, to_run_json
-from statebed_store.location import is_remote
+from statebed_store.location import Location, is_remote, parse_location
 from statebed_store.naming import COMMITS_DIR
 from statebed_store.storage import Storage, open_storage
 
@@ -92,7 +92,7 @@ class RunDir:
         self, location: str | os.PathLike[str], s3: S3Settings | None = None, *, local: str | os.PathLike[str] | None = None
     ) -> None:
         loc = os.fspath(location)
-        self.storage: Storage = open_storage(loc if is_remote(loc) else Path(loc).absolute(), s3)
+        self.storage: Storage = open_storage(parse_location(loc if is_remote(loc) else Path(loc).absolute(), s3))
         self.url = self.storage.url
         self.s3 = s3
         self.local: Path | None = Path(local).absolute() if local is not None else (None if is_remote(loc) else Path(loc).absolute())
@@ -147,13 +147,17 @@ class RunDir:
     def checkpoint_location(self, info: RunInfo) -> str:
         return self.location(info.checkpoint)
 
+    def checkpoint(self, info: RunInfo) -> Location:
+        """The run's checkpoint as a Location reached with the run's S3 settings."""
+        return parse_location(self.checkpoint_location(info), self.s3)
+
     def query_checkpoint(self, info: RunInfo) -> str:
         """Where Spark keeps the run's query checkpoint (offsets, commits, its file source's log;
         a native run's state too): `spark-checkpoint/` here, or a native run's checkpoint URL."""
         return self.checkpoint_location(info) if get_format(info.format).native else self.location(SPARK_CHECKPOINT)
 
     def query_storage(self, info: RunInfo) -> Storage:
-        return open_storage(self.query_checkpoint(info), self.s3)
+        return open_storage(parse_location(self.query_checkpoint(info), self.s3))
 
     # -- run.json -------------------------------------------------------------------------
     @property
@@ -269,7 +273,7 @@ class RunDir:
         """Every committed batch: the commit log's entries, and the batches below them its
         maintenance trimmed, or Spark purged (`purged_below`); batch ids start at 0, and a hole
         above the trim stays a hole."""
-        ids = CommitLog(checkpoint or open_storage(self.checkpoint_location(info), self.s3)).batch_ids()
+        ids = CommitLog(checkpoint or open_storage(self.checkpoint(info))).batch_ids()
         below = self.trimmed_below()
         if below and (not ids or below > ids[-1]):  # a trim always keeps the newest entry
             newest = f"its newest entry, batch {ids[-1]}" if ids else "no entry"

@@ -41,7 +41,7 @@ import pyarrow as pa
 from statebed_base.errors import AlreadyExistsError, CheckpointFileError, CorruptFileError, MissingFileError, UsageError
 from statebed_base.jsonsafe import loads_strict
 from statebed_store.config import S3Settings
-from statebed_store.location import is_remote
+from statebed_store.location import is_remote, parse_location
 from statebed_store.storage import LocalStorage, Storage, open_storage
 
 from .records import records_for
@@ -367,5 +367,5 @@ def open_source(info: RunInfo, run: RunDir, s3: S3Settings | None = None) -> Sou
             raise UsageError(f"{run.info_path}: the generated source needs rows_per_batch and keyspace") from None
         return GeneratedSource(rows, keys, run.local / "source" if run.local is not None else None)
     if kind == "ingest" and isinstance(desc.get("landing"), str):
-        return IngestSource(open_storage(desc["landing"], s3 or run.s3))
+        return IngestSource(open_storage(parse_location(desc["landing"], s3 or run.s3)))
     raise UsageError(f"{run.info_path}: unknown source {desc!r} (known kinds: {', '.join(SOURCE_KINDS)})")

@@ -254,7 +254,7 @@ def _lineage(view: RunView) -> str:
     assert view.run is not None
     rec = view.run
     try:
-        listing = list_checkpoint(open_storage(rec.run.checkpoint_location(rec.info)))
+        listing = list_checkpoint(open_storage(rec.run.checkpoint(rec.info)))
     except StatebedError as e:
         return h.section("Lineage", f'<p class="note">The checkpoint cannot be listed: {h.esc(e)}</p>', ident="lineage-section")
     stores = [s for s in listing["stores"] if s["operator"] == 0]

@@ -4,17 +4,21 @@ A location comes as text from the outside world (argv, YAML, run.json, the envir
 local path, `file://path`, `s3://bucket/prefix`, or `s3a://bucket/prefix` (Hadoop's name for
 the same object, as Spark's own store writes it). `parse_location` reads it once into a
 `Location`; whether it is remote, its bucket and prefix, and the name Spark's Hadoop file
-systems give it are properties of that value, never string tests at the caller. A new scheme is
-one entry in `_REMOTE`.
+systems give it are properties of that value, never string tests at the caller. A remote
+location carries its endpoint and credentials (`s3`, hidden from its repr), so where a
+checkpoint is and how to reach it travel as one value to `open_storage`. A new scheme is one
+entry in `_REMOTE`.
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 from statebed_base.errors import UsageError
+
+from .config import S3Settings
 
 __all__ = ["Location", "is_remote", "parse_location"]
 
@@ -32,6 +36,7 @@ class Location:
 
     scheme: Scheme
     url: str
+    s3: S3Settings | None = field(default=None, compare=False, repr=False)  # a remote one's endpoint and keys; None: the environment's
 
     @property
     def remote(self) -> bool:
@@ -55,12 +60,16 @@ class Location:
         return bucket, prefix.strip("/")
 
 
-def parse_location(text: str | os.PathLike[str]) -> Location:
-    """`text` as a Location: a remote URL in its canonical spelling, `file://` dropped from a path."""
+def parse_location(text: str | os.PathLike[str] | Location, s3: S3Settings | None = None) -> Location:
+    """`text` as a Location: a remote URL in its canonical spelling (reached with `s3`, else the
+    environment's settings), `file://` dropped from a path. A Location is returned as it is, given
+    `s3` when it has none."""
+    if isinstance(text, Location):
+        return text if text.s3 is not None or s3 is None or not text.remote else Location(text.scheme, text.url, s3)
     loc = os.fspath(text)
     for prefix, scheme in _REMOTE.items():
         if loc.startswith(prefix):
-            return Location(scheme, _CANONICAL[scheme] + loc.removeprefix(prefix))
+            return Location(scheme, _CANONICAL[scheme] + loc.removeprefix(prefix), s3)
     return Location("local", loc.removeprefix("file://"))
 
 

@@ -76,7 +76,7 @@ def check_attempts(run: RunDir, orphans: list[dict[str, Any]]) -> AttemptsReport
 
 def _committed(run: RunDir, partitions: int, by_id: dict[str, list[AttemptRecord]], report: AttemptsReport) -> Verdict:
     info = run.read_info()
-    log = CommitLog(open_storage(run.checkpoint_location(info), run.s3))
+    log = CommitLog(open_storage(run.checkpoint(info)))
     verdict: Verdict = True
     batches = log.batch_ids()
     report.checked["committed"] = len(batches) * partitions

@@ -12,6 +12,7 @@ from typing import Any
 
 from statebed_model.rundir import RunDir
 from statebed_store import S3Settings, open_storage
+from statebed_store.location import parse_location
 
 from .lineage import verify_lineage
 from .result import CheckCrashed, Composite, Report, compose
@@ -25,7 +26,7 @@ def verify_run(run_dir: str | os.PathLike[str], s3: S3Settings | None = None) ->
     run = RunDir(run_dir, s3)
 
     def lineage() -> Report:
-        return verify_lineage(open_storage(run.checkpoint_location(run.read_info()), s3))
+        return verify_lineage(open_storage(parse_location(run.checkpoint_location(run.read_info()), s3)))
 
     return compose({"lineage": lineage, "state": lambda: verify_state(run, s3)})
 

@@ -50,7 +50,7 @@ from statebed_model.workloads import get_workload
 from statebed_store import CheckpointRef, CommitLog, S3Settings, StoreId, open_storage
 from statebed_store.formats import get_format
 from statebed_store.inspection import dump_state
-from statebed_store.location import is_remote
+from statebed_store.location import is_remote, parse_location
 from statebed_store.partitioner import Partitioner, check_keys, checkpoint_partitioning
 from statebed_store.storage.base import Storage
 
@@ -122,7 +122,7 @@ def verify_state(run_dir: str | os.PathLike[str] | RunDir, s3: S3Settings | None
     loc = run.checkpoint_location(info)
     if not is_remote(loc) and not os.path.isdir(loc):
         raise UsageError(f"{loc}: the run's checkpoint does not exist")
-    storage = open_storage(loc, s3 or run.s3)
+    storage = open_storage(parse_location(loc, s3 or run.s3))
     committed = run.committed_batches(info, storage)
     anomalies: list[Anomaly] = []
     verdicts: list[Verdict] = []
@@ -262,7 +262,7 @@ def final_state(run: RunDir) -> list[tuple[bytes, bytes]]:
     """The run's final committed state, every partition, as the workload encodes it (the same
     reader the verifier judges; chaos experiments compare it with a fault-free run's)."""
     info = run.read_info()
-    storage = open_storage(run.checkpoint_location(info), run.s3)
+    storage = open_storage(run.checkpoint(info))
     committed = run.committed_batches(info, storage)
     return [item for p in range(info.partitions) for item in _partition_state(storage, info, p, committed)]
 

@@ -13,6 +13,7 @@ from spark_runs import statebed, summary
 from statebed_model.native_state import read_reader_check, write_reader_check
 from statebed_model.rundir import RunDir
 from statebed_store import CommitLog, open_storage
+from statebed_store.location import parse_location
 from statebed_verify import verify_lineage
 from statebed_verify.state import verify_state
 
@@ -143,7 +144,7 @@ def test_a_run_with_its_checkpoint_on_s3(tmp_path: Path, s3_server) -> None:  # 
     proc = statebed("run", "--run-dir", str(tmp_path / "run"), "--checkpoint", url, "--workload", "sample3", *SMALL, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert summary(proc)["checkpoint"] == url
-    storage = open_storage(url, cfg)
+    storage = open_storage(parse_location(url, cfg))
     assert CommitLog(storage).batch_ids() == [0, 1, 2, 3]
     assert verify_lineage(storage).valid is True and verify_state(tmp_path / "run", cfg).valid is True
 

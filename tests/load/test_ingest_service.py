@@ -19,6 +19,7 @@ from s3server import ACCESS_KEY, SECRET_KEY, S3Server
 from statebed_load.managed import Managed, start_ingest
 from statebed_model.sources import IngestSource
 from statebed_store import S3Settings, open_storage
+from statebed_store.location import parse_location
 
 
 def post(url: str, body: bytes, headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], dict[str, object]]:
@@ -127,7 +128,7 @@ def test_landing_on_s3_acknowledges_only_what_the_bucket_holds(
         assert post(url + "/event", b'{"key": 1}')[0] == 422
     finally:
         assert proc.stop() == -signal.SIGTERM
-    source = IngestSource(open_storage(landing, S3Settings.from_env()))
+    source = IngestSource(open_storage(parse_location(landing, S3Settings.from_env())))
     acks = source.acks()
     assert [a.ids for a in acks] == [doc["ids"]]
     records = source.records([Path(a.file).name for a in acks])

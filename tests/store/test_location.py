@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from statebed_base.errors import UsageError
-from statebed_store import open_storage
+from statebed_store import S3Settings, open_storage
 from statebed_store.location import Location, is_remote, parse_location
-from statebed_store.storage import LocalStorage
+from statebed_store.storage import LocalStorage, S3Storage
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -55,3 +55,15 @@ def test_no_scheme_test_outside_the_location_module() -> None:
     hits = [line.split(":", 1)[0] for line in found.splitlines()]
     assert me in hits  # the search finds the pattern where it is (this docstring): it can see a hit
     assert [h for h in hits if h != me and not re.fullmatch(r"src/statebed_store/location\.py", h)] == []
+
+
+def test_a_remote_location_carries_its_endpoint_and_keys_to_open_storage() -> None:
+    """Where a checkpoint is and how to reach it travel as one value: `open_storage` reaches the
+    bucket with the location's settings; its repr never shows the secret; a path carries none."""
+    settings = S3Settings("http://127.0.0.1:9", "key", "very-secret")
+    loc = parse_location("s3a://bucket/run/checkpoint", settings)
+    assert loc.s3 is settings and loc.url == "s3://bucket/run/checkpoint" and "very-secret" not in repr(loc)
+    assert parse_location(loc) is loc and parse_location(Location("s3", "s3://b/p"), settings).s3 is settings
+    assert parse_location("/tmp/x", settings).s3 is None
+    storage = open_storage(loc)
+    assert isinstance(storage, S3Storage) and storage.settings is settings and storage.url == "s3://bucket/run/checkpoint"

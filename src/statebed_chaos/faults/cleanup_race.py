@@ -80,7 +80,7 @@ class CleanupRace(Fault):
         if get_format(ctx.format).plugin:
             return self.native.inject(ctx)
         info = ctx.run.read_info()
-        storage = open_storage(ctx.run.checkpoint_location(info), ctx.run.s3)
+        storage = open_storage(ctx.run.checkpoint(info))
         rows: list[dict[str, Any]] = []
 
         def on_pass(records: list[PassRecord]) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 
 from ..config import S3Settings
-from ..location import parse_location
+from ..location import Location, parse_location
 from .base import FileInfo, Storage, clean_path
 from .counting import CountingStorage
 from .hedge import HedgedStorage, HedgeState, hedged
@@ -27,9 +27,10 @@ __all__ = [
 ]
 
 
-def open_storage(location: str | os.PathLike[str], s3: S3Settings | None = None, *, create_bucket: bool = False) -> Storage:
-    """A checkpoint root given as a path or an `s3://bucket/prefix` URL (any spelling `location` parses)."""
+def open_storage(location: str | os.PathLike[str] | Location, *, create_bucket: bool = False) -> Storage:
+    """A storage root given as a Location (a remote one with its endpoint and keys), or as a path or
+    `s3://bucket/prefix` URL reached with the environment's settings (any spelling `parse_location` reads)."""
     loc = parse_location(location)
     if loc.remote:
-        return S3Storage(loc.url, s3 or S3Settings.from_env(), create_bucket=create_bucket)
+        return S3Storage(loc.url, loc.s3 or S3Settings.from_env(), create_bucket=create_bucket)
     return LocalStorage(loc.url)

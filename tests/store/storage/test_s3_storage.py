@@ -16,6 +16,7 @@ from s3server import S3Server
 
 from statebed_base.errors import AlreadyExistsError, MissingFileError, StorageError, StorageUnavailableError, UsageError
 from statebed_store import S3Settings, S3Storage, open_storage
+from statebed_store.location import parse_location
 from statebed_store.storage import parse_s3_url
 
 pytestmark = pytest.mark.s3
@@ -150,7 +151,7 @@ def test_missing_object_is_a_missing_file(s3_server: S3Server) -> None:
 
 def test_open_storage_and_urls(s3_server: S3Server) -> None:
     prefix = uuid.uuid4().hex
-    st = open_storage(f"s3://statebed-test/{prefix}/ckpt/", s3_settings(s3_server))
+    st = open_storage(parse_location(f"s3://statebed-test/{prefix}/ckpt/", s3_settings(s3_server)))
     assert isinstance(st, S3Storage) and st.url == f"s3://statebed-test/{prefix}/ckpt"
     st.write("commits/0", b"v1\n{}")
     assert st.display("commits/0") == f"s3://statebed-test/{prefix}/ckpt/commits/0"
