@@ -27,6 +27,7 @@ from statebed_model.eventlog import read_event_log
 from statebed_model.rundir import RunDir
 from statebed_store.failpoint_control import Control
 from statebed_store.failpoints import CONTROL_ENV
+from statebed_store.formats import get_format
 from statebed_verify import verify_run
 from statebed_verify.history import History
 
@@ -42,7 +43,7 @@ def context(tmp_path: Path, format: str = "v2", cluster: str = "standalone") -> 
     run = tmp_path / "run"
     return FaultContext(
         run=RunDir(run),
-        format=format,
+        format=get_format(format),
         cluster=cluster,
         targets=LocalTargets(run),
         control=Control(run / "failpoints" / "control.json"),

@@ -24,6 +24,7 @@ from statebed_chaos.targets import LocalTargets
 from statebed_model.rundir import RunDir
 from statebed_store import S3Settings
 from statebed_store.failpoint_control import Control
+from statebed_store.formats import V2
 from statebed_store.storage import S3Storage
 from statebed_store.storage.request_log import REQUEST_LOG_ENV
 from statebed_verify.history import History
@@ -48,7 +49,7 @@ def through_proxy(
     try:
         proxy = toxiproxy_client(toxiproxy.api).create(upstream=s3.endpoint.removeprefix("http://"), name="s3", listen="127.0.0.1:0")
         ctx = FaultContext(
-            run=RunDir(run), format="v2", cluster="local", targets=LocalTargets(run), control=Control(run / "failpoints" / "control.json"),
+            run=RunDir(run), format=V2, cluster="local", targets=LocalTargets(run), control=Control(run / "failpoints" / "control.json"),
             history=History(tmp_path / "history.jsonl"), proxy=proxy, seed=7,
         )  # fmt: skip
         settings = S3Settings(f"http://{proxy.listen}", ACCESS_KEY, SECRET_KEY, read_timeout_s=2, retries=1, deadline_s=6)
@@ -128,7 +129,7 @@ def test_without_a_request_log_the_evidence_is_unknown(s3_server: S3Server, tmp_
 def test_never_injected_and_not_applicable(tmp_path: Path) -> None:
     fault = make("storage-reset")
     run = tmp_path / "run"
-    ctx = FaultContext(RunDir(run), "v2", "local", LocalTargets(run), Control(run / "fp.json"), History(tmp_path / "h.jsonl"))
+    ctx = FaultContext(RunDir(run), V2, "local", LocalTargets(run), Control(run / "fp.json"), History(tmp_path / "h.jsonl"))
     fault.heal(ctx)  # healing what was never injected is a no-op
     assert fault.evidence(ctx).fired is False and "never injected" in fault.evidence(ctx).detail
     for format, storage in (("native", "s3"), ("v2", "local")):

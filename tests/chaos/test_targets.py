@@ -23,6 +23,7 @@ from statebed_chaos.targets import IdentityMismatch, LocalTargets
 from statebed_model.attempts import write_end, write_start
 from statebed_model.rundir import RunDir
 from statebed_store.failpoint_control import Control
+from statebed_store.formats import get_format
 from statebed_verify.history import History
 
 
@@ -155,7 +156,12 @@ def test_kill_executor_aims_at_a_live_executor_once_the_trigger_batch_is_over(
     doc = {"master_url": "spark://127.0.0.1:1", "master_pid": os.getpid(), "master_web": "http://127.0.0.1:1", "workers": [worker]}
     (run / "cluster" / "cluster.json").write_text(json.dumps(doc))
     ctx = FaultContext(
-        RunDir(run), format, "standalone", LocalTargets(run), Control(run / "failpoints" / "control.json"), History(tmp_path / "h.jsonl")
+        RunDir(run),
+        get_format(format),
+        "standalone",
+        LocalTargets(run),
+        Control(run / "failpoints" / "control.json"),
+        History(tmp_path / "h.jsonl"),
     )
     for p in (0, 1) if format == "v2" else ():
         write_end(run / "attempts", write_start(run / "attempts", batch=2, partition=p, attempt=0), "ok")

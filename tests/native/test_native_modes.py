@@ -75,7 +75,7 @@ def test_an_experiment_in_native_v1_parses_and_process_faults_apply() -> None:
     assert exp.format == "native-v1" and exp.faults[0].params.get("step") in (None, "at-trigger")
     restart = fault_class("restart-driver")(exp.faults[0])
     restart.check("native-v1", "local", "local")
-    assert restart.point("native-v1") is None  # at-trigger: no statebed failpoint in a native run
+    assert restart.point(get_format("native-v1")) is None  # at-trigger: no statebed failpoint in a native run
     worker = fault_class("kill-python-worker")(FaultSpec(id="w", kind="kill-python-worker", at=Trigger(batch=1)))
     with pytest.raises(NotApplicable):
         worker.check("native-v2", "standalone", "local")

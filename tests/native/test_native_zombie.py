@@ -23,6 +23,7 @@ from statebed_chaos.faults.zombie_native import COMMIT_MARK, SNAPSHOT_ZOMBIE, ZO
 from statebed_chaos.targets import LocalTargets
 from statebed_model.rundir import RunDir
 from statebed_store.failpoint_control import Control
+from statebed_store.formats import get_format
 from statebed_verify.history import History
 
 EXAMPLES = Path(__file__).parents[2] / "examples" / "experiments"
@@ -38,7 +39,7 @@ def context(tmp_path: Path, format: str = "native-v1") -> FaultContext:
     run = tmp_path / "run"
     return FaultContext(
         run=RunDir(run),
-        format=format,
+        format=get_format(format),
         cluster="standalone",
         targets=LocalTargets(run),
         control=Control(run / "failpoints" / "control.json"),

@@ -30,7 +30,7 @@ from statebed_model.eventlog import EventLog, read_event_log
 from statebed_model.rundir import RunDir
 from statebed_store import Storage, open_storage
 from statebed_store.failpoint_control import Control
-from statebed_store.formats import FORMATS
+from statebed_store.formats import FORMATS, Format, get_format
 from statebed_store.naming import OFFSETS_DIR, commit_path
 from statebed_verify.history import History
 
@@ -90,7 +90,7 @@ class FaultContext:
     """What a fault acts through and reads from; one per faulted run, shared by its faults."""
 
     run: RunDir  # the faulted run's directory (local)
-    format: str  # "v1", "v2", or native: "native-v1", "native-v2", "native" (= native-v2)
+    format: Format  # the run's format (statebed_store.formats), parsed where the run is described
     cluster: str  # "local" or "standalone"
     targets: Targets
     control: Control  # the run's runtime failpoints (<run>/failpoints/control.json)
@@ -163,9 +163,9 @@ class Fault(ABC):
         """Spark settings this fault's params need in a `mode` run (its baseline too), beyond `spark_conf`. Default: none."""
         return {}
 
-    def check(self, format: str, cluster: str, storage: str) -> None:
+    def check(self, format: str | Format, cluster: str, storage: str) -> None:
         """Raise NotApplicable (one line, naming the reason) when this fault cannot run here."""
-        if format not in self.formats:
+        if get_format(format).name not in self.formats:
             raise NotApplicable(f"{self.kind} does not apply to {format} runs (only {', '.join(sorted(self.formats))})")
         if "standalone" in self.needs and cluster != "standalone":
             raise NotApplicable(f"{self.kind} needs cluster: standalone (executors on separate hosts)")

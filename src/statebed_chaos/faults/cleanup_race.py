@@ -77,7 +77,7 @@ class CleanupRace(Fault):
         return f"faults/{self.spec.id}-maintenance.jsonl"
 
     def inject(self, ctx: FaultContext) -> dict[str, Any]:
-        if get_format(ctx.format).plugin:
+        if ctx.format.plugin:
             return self.native.inject(ctx)
         info = ctx.run.read_info()
         storage = open_storage(ctx.run.checkpoint(info))
@@ -140,7 +140,7 @@ class CleanupRace(Fault):
             self._thread = None
 
     def evidence(self, ctx: FaultContext) -> Evidence:
-        if get_format(ctx.format).plugin:
+        if ctx.format.plugin:
             return self.native.evidence(ctx)
         try:
             rows = [json.loads(line) for line in ctx.run.storage.read(self.record).splitlines() if line.strip()]

@@ -19,7 +19,7 @@ from typing import Any, ClassVar
 
 from statebed_base.errors import UsageError
 from statebed_model.attempts import read_attempts
-from statebed_store.formats import PLUGIN_FORMATS, STATEBED_FORMATS, get_format
+from statebed_store.formats import PLUGIN_FORMATS, STATEBED_FORMATS, Format, get_format
 
 from .base import Evidence, FaultContext, FaultSpec, NotApplicable
 from .failpoint_fault import FailpointFault, filter_text, matching, term_target
@@ -47,7 +47,7 @@ class FailChangelogUpload(FailpointFault):
         self.target = term_target(spec, batch=True, attempt=None)
         self.term = f"{filter_text(self.target)}1*error"
 
-    def check(self, format: str, cluster: str, storage: str) -> None:
+    def check(self, format: str | Format, cluster: str, storage: str) -> None:
         super().check(format, cluster, storage)
         if get_format(format).native and cluster == "local":
             raise NotApplicable(f"{self.kind}: local[N] gives Spark's task one try, so the failed upload would fail the query")
@@ -62,7 +62,7 @@ class FailChangelogUpload(FailpointFault):
 
     def evidence(self, ctx: FaultContext) -> Evidence:
         ev = super().evidence(ctx)
-        if ev.fired and not get_format(ctx.format).native:  # native runs record no attempts: Spark's event log has the retry
+        if ev.fired and not ctx.format.native:  # native runs record no attempts: Spark's event log has the retry
             retries = [
                 {"attempt": a.attempt, "outcome": a.outcome, "host": a.host, "checkpoint_id": a.checkpoint_id}
                 for a in read_attempts(ctx.run.root)

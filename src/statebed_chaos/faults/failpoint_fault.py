@@ -20,7 +20,7 @@ from typing import Any, ClassVar
 
 from statebed_base.errors import UsageError
 from statebed_job import jvm_plugin  # noqa: F401  (registers the plug-in's native.* points, so the control file accepts them)
-from statebed_store.formats import PLUGIN_FORMATS, STATEBED_FORMATS, get_format
+from statebed_store.formats import PLUGIN_FORMATS, STATEBED_FORMATS, Format, get_format
 
 from .base import Evidence, Fault, FaultContext, FaultSpec, NotApplicable
 from .process_faults import add_term, remove_term, task_is
@@ -54,10 +54,10 @@ def filter_text(target: dict[str, int]) -> str:
     return "" if not target else "[" + ",".join(f"{k}={v}" for k, v in target.items()) + "]"
 
 
-def attempt0_filter(where: dict[str, int], format: str) -> dict[str, int]:
+def attempt0_filter(where: dict[str, int], format: Format) -> dict[str, int]:
     """`where` plus attempt 0, except in native V2 runs: Spark closes V2's state files on its
     checksum pool threads, which carry no task context, so no attempt can be named there."""
-    return where if get_format(format).native and get_format(format).version == 2 else {**where, "attempt": 0}
+    return where if format.native and format.version == 2 else {**where, "attempt": 0}
 
 
 def term_target(spec: FaultSpec, *, batch: bool, attempt: int | None) -> dict[str, int]:
@@ -100,14 +100,14 @@ class FailpointFault(Fault):
         self.term = ""
         self._armed: str | None = None
 
-    def check(self, format: str, cluster: str, storage: str) -> None:
+    def check(self, format: str | Format, cluster: str, storage: str) -> None:
         super().check(format, cluster, storage)
         if get_format(format).native and self.point not in self.native_points:
             raise NotApplicable(f"{self.kind} at {self.point} has no point in Spark's checkpoint I/O")
 
     def _bind(self, ctx: FaultContext) -> None:
         """A native run: the plug-in's point for the same write (idempotent)."""
-        if get_format(ctx.format).plugin:
+        if ctx.format.plugin:
             self.point = self.native_points.get(self.point, self.point)
 
     def prepare(self, ctx: FaultContext) -> None:

@@ -16,7 +16,6 @@ from statebed_model.attempts import AttemptRecord, read_attempts
 from statebed_model.eventlog import EventLog
 from statebed_store.failpoint_control import Control
 from statebed_store.failpoints import parse_spec
-from statebed_store.formats import get_format
 from statebed_store.inspection import discover_stores
 from statebed_store.naming import parse_state_file
 
@@ -80,7 +79,7 @@ def choose_executor(ctx: FaultContext, spec: FaultSpec, wait_s: float, *, stragg
         a = ctx.rng(spec.id).choice(hits)
         return executors[a.host], a
 
-    if get_format(ctx.format).native:  # native runs write no attempt records: the plug-in's records say who is held
+    if ctx.format.native:  # native runs write no attempt records: the plug-in's records say who is held
         return _held_or_seeded(ctx, spec, wait_s, straggler)
     found = ctx.wait(busy, wait_s) if wait_s > 0 else busy()
     if isinstance(found, tuple):

@@ -19,7 +19,7 @@ import signal
 from typing import Any, ClassVar
 
 from statebed_base.errors import UsageError
-from statebed_store.formats import get_format
+from statebed_store.formats import Format, get_format
 from statebed_verify.history import Op
 
 from .base import Evidence, Fault, FaultContext, FaultSpec, NotApplicable
@@ -53,16 +53,17 @@ class RestartDriver(Fault):
         self.term = f"[batch={spec.at.batch}]1*exit(137)"
         self._armed: str | None = None
 
-    def step(self, format: str) -> str:
-        return str(self.spec.params.get("step") or ("at-trigger" if get_format(format).native else "after-task-commits"))
+    def step(self, format: Format) -> str:
+        return str(self.spec.params.get("step") or ("at-trigger" if format.native else "after-task-commits"))
 
-    def point(self, format: str) -> str | None:
+    def point(self, format: Format) -> str | None:
         return STEPS[self.step(format)]
 
-    def check(self, format: str, cluster: str, storage: str) -> None:
+    def check(self, format: str | Format, cluster: str, storage: str) -> None:
         super().check(format, cluster, storage)
-        if get_format(format).native and self.point(format) is not None:
-            raise NotApplicable(f"{self.kind} step {self.step(format)} needs statebed's driver failpoints; native runs use step at-trigger")
+        fmt = get_format(format)
+        if fmt.native and self.point(fmt) is not None:
+            raise NotApplicable(f"{self.kind} step {self.step(fmt)} needs statebed's driver failpoints; native runs use step at-trigger")
 
     def prepare(self, ctx: FaultContext) -> None:
         point = self.point(ctx.format)

@@ -27,7 +27,7 @@ from typing import Any, ClassVar
 from statebed_base.errors import UsageError
 from statebed_model.rewind import plan_rewind
 from statebed_model.rewind_journal import Journal, last_journal
-from statebed_store.formats import get_format
+from statebed_store.formats import Format, get_format
 from statebed_store.naming import COMMITS_DIR
 
 from .base import Evidence, Fault, FaultContext, FaultSpec, NotApplicable
@@ -59,15 +59,16 @@ class RewindReprocess(Fault):
         self._armed: dict[str, str] = {}  # point -> term
         self._rewound = False
 
-    def _uses(self, format: str) -> tuple[bool, bool]:
+    def _uses(self, format: Format) -> tuple[bool, bool]:
         """(drop_snapshots, diverge) in `mode`: unset means on in statebed modes, off in native."""
-        native = get_format(format).native
+        native = format.native
         return (not native if self.drop_snapshots is None else self.drop_snapshots), (not native if self.diverge is None else self.diverge)
 
-    def check(self, format: str, cluster: str, storage: str) -> None:
+    def check(self, format: str | Format, cluster: str, storage: str) -> None:
         super().check(format, cluster, storage)
-        drop, diverge = self._uses(format)
-        if get_format(format).native and (drop or diverge):
+        fmt = get_format(format)
+        drop, diverge = self._uses(fmt)
+        if fmt.native and (drop or diverge):
             raise NotApplicable(f"{self.kind} drop_snapshots / diverge need statebed's failpoints; native runs set both false")
         if storage != "local":
             raise NotApplicable(f"{self.kind} needs storage: local (a rewind moves checkpoint files by rename)")

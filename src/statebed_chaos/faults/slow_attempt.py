@@ -23,7 +23,7 @@ from typing import Any, ClassVar
 
 from statebed_base.errors import UsageError
 from statebed_job import jvm_plugin  # noqa: F401  (registers the plug-in's native.* points, so the control file accepts them)
-from statebed_store.formats import PLUGIN_FORMATS, STATEBED_FORMATS, V2, get_format
+from statebed_store.formats import PLUGIN_FORMATS, STATEBED_FORMATS, V2, Format, get_format
 
 from .base import Evidence, Fault, FaultContext, FaultSpec, NotApplicable
 from .failpoint_fault import attempt0_filter, filter_text
@@ -50,26 +50,26 @@ class SlowAttempt(Fault):
         self.partition, self.ms = int(p.get("partition", 0)), int(p.get("ms", 8000))
         if self.partition < 0 or self.ms <= 0:
             raise UsageError(f"fault {spec.id} ({spec.kind}): partition must be >= 0 and ms > 0")
-        self.term = self._term(V2.name)  # statebed's formats; a native run rebinds it (`_bind`)
+        self.term = self._term(V2)  # statebed's formats; a native run rebinds it (`_bind`)
         self._armed: str | None = None
 
-    def check(self, format: str, cluster: str, storage: str) -> None:
+    def check(self, format: str | Format, cluster: str, storage: str) -> None:
         super().check(format, cluster, storage)
         if get_format(format).native and self.when != "after":
             raise NotApplicable(
                 f"{self.kind} when: {self.when} has no point in Spark's checkpoint I/O (native: when: after, the changelog close)"
             )
 
-    def target(self, format: str) -> dict[str, int]:
+    def target(self, format: Format) -> dict[str, int]:
         """The held attempt's filter: attempt 0, except where Spark writes off the task thread (native V2)."""
         return attempt0_filter({"batch": self.spec.at.batch, "partition": self.partition}, format)
 
     def _bind(self, ctx: FaultContext) -> None:
         """A native run: the plug-in's point, and the filter its context can match (idempotent)."""
-        if get_format(ctx.format).plugin:
+        if ctx.format.plugin:
             self.point, self.term = NATIVE_POINT, self._term(ctx.format)
 
-    def _term(self, format: str) -> str:
+    def _term(self, format: Format) -> str:
         return f"{filter_text(self.target(format))}1*delay({self.ms})"
 
     def prepare(self, ctx: FaultContext) -> None:

@@ -37,6 +37,7 @@ from __future__ import annotations
 from typing import Any
 
 from statebed_model.eventlog import EventLog
+from statebed_store.formats import Format
 
 from .base import Evidence, FaultContext, NotApplicable
 from .failpoint_fault import attempt0_filter, filter_text, matching
@@ -67,13 +68,13 @@ class NativeZombie:
                 "the task (its column families are new); later zips are uploaded once, by the committed store's maintenance thread"
             )
 
-    def target(self, format: str) -> dict[str, int]:
+    def target(self, format: Format) -> dict[str, int]:
         """The zombie's filter: V1's changelogs and forced zips are closed on the task thread (attempt
         0 named); V2's on Spark's checksum pool threads, with no task context: the first close of
         (B, P), the term disarmed once it held (`inject`), so the retry passes on any executor."""
         return attempt0_filter({"batch": self.batch, "partition": self.partition}, format)
 
-    def terms(self, format: str) -> list[tuple[str, str]]:
+    def terms(self, format: Format) -> list[tuple[str, str]]:
         return [
             (self.point, f"{filter_text(self.target(format))}1*hold({self.hold_ms})"),
             (COMMIT_MARK, f"{filter_text(self.newer)}1*delay(1)"),

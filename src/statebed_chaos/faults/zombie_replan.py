@@ -50,6 +50,7 @@ from typing import Any
 
 from statebed_base.errors import StatebedError
 from statebed_base.localfs import atomic_write, read_regular
+from statebed_store.formats import Format
 from statebed_store.naming import hadoop_crc_name, is_temp_of
 from statebed_verify.history import Outcome
 
@@ -92,10 +93,10 @@ class ReplanZombie(NativeZombie):
     def check(self) -> None:
         """Any version: the zip of B + 1 comes from the maintenance thread of the app that committed it."""
 
-    def target(self, format: str) -> dict[str, int]:
+    def target(self, format: Format) -> dict[str, int]:
         return dict(self.zip) if self.what == "snapshot" else super().target(format)
 
-    def terms(self, format: str) -> list[tuple[str, str]]:
+    def terms(self, format: Format) -> list[tuple[str, str]]:
         out = [
             (self.point, f"{filter_text(self.target(format))}1*hold({self.hold_ms})"),
             (STOP, f"{filter_text(self.stopped)}1*hold({self.hold_ms})"),

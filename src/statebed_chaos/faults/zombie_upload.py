@@ -70,7 +70,7 @@ from typing import Any, ClassVar
 
 from statebed_base.errors import UsageError
 from statebed_model.eventlog import EventLog, TaskAttempt
-from statebed_store.formats import PLUGIN_FORMATS, STATEBED_FORMATS, get_format
+from statebed_store.formats import PLUGIN_FORMATS, STATEBED_FORMATS, Format, get_format
 
 from .base import Evidence, Fault, FaultContext, FaultSpec, NotApplicable
 from .failpoint_fault import filter_text, matching, positive, term_target
@@ -144,7 +144,7 @@ class ZombieUpload(Fault):
             else NativeZombie(spec.at.batch, self.zombie["partition"], self.hold_ms, what)
         )
 
-    def check(self, format: str, cluster: str, storage: str) -> None:
+    def check(self, format: str | Format, cluster: str, storage: str) -> None:
         super().check(format, cluster, storage)
         if get_format(format).native:
             self.native.check()
@@ -152,7 +152,7 @@ class ZombieUpload(Fault):
             raise NotApplicable(f"{self.kind} with replan: true is Spark's own delayed close: native-v1 / native-v2 runs only")
 
     def before_resume(self, ctx: FaultContext) -> dict[str, Any] | None:
-        return self.native.before_resume(ctx) if isinstance(self.native, ReplanZombie) and get_format(ctx.format).plugin else None
+        return self.native.before_resume(ctx) if isinstance(self.native, ReplanZombie) and ctx.format.plugin else None
 
     def _terms(self, w: str, z: str) -> list[tuple[str, str]]:
         """The armed terms (see the module docstring); markers are 1 ms delays that leave a firing record."""
@@ -164,7 +164,7 @@ class ZombieUpload(Fault):
         return [(COMMITTED, f"{z}1*delay({self.slow_ms})"), (LOADED, gate), (SNAP_BEFORE, hold), *((SNAP_AFTER, m) for m in marks)]
 
     def prepare(self, ctx: FaultContext) -> None:
-        if get_format(ctx.format).plugin:
+        if ctx.format.plugin:
             self.native.prepare(ctx)
             return
         self._armed = [(point, add_term(ctx.control, point, term)) for point, term in self.terms]
@@ -182,7 +182,7 @@ class ZombieUpload(Fault):
 
     def inject(self, ctx: FaultContext) -> dict[str, Any]:
         """(snapshot: let the gated winner go on once the zombie committed;) release the zombie once the winner wrote."""
-        if get_format(ctx.format).plugin:
+        if ctx.format.plugin:
             return self.native.inject(ctx)
         v = self.variant
         gate = {"winner_gate": self._release(ctx, LOADED, self.winner, COMMITTED, self.zombie)} if v.gate else {}
@@ -198,7 +198,7 @@ class ZombieUpload(Fault):
         }
 
     def heal(self, ctx: FaultContext) -> None:
-        if get_format(ctx.format).plugin:
+        if ctx.format.plugin:
             self.native.heal(ctx)
             return
         if self._armed:
@@ -212,7 +212,7 @@ class ZombieUpload(Fault):
     def evidence(self, ctx: FaultContext) -> Evidence:
         if not ctx.control.path.exists():
             return Evidence(None, f"the run has no failpoint control file ({ctx.control.path}): cannot tell")
-        if get_format(ctx.format).plugin:
+        if ctx.format.plugin:
             return self.native.evidence(ctx)
         found = self._writes(ctx)
         if isinstance(found, Evidence):
