@@ -34,7 +34,7 @@ def baseline_key(exp: Experiment, seed: int) -> tuple[Any, ...]:
     """What a baseline depends on: everything but the faults (a matrix runs one per key)."""
     return (
         exp.workload,
-        exp.format,
+        exp.format.name,
         exp.storage,
         exp.cluster,
         exp.workers,

@@ -21,7 +21,7 @@ from statebed_base.localfs import read_regular
 from statebed_base.names import path_segment
 from statebed_model.native_state import NATIVE_WORKLOADS
 from statebed_model.workloads import WORKLOADS
-from statebed_store.formats import FORMATS, V2, get_format
+from statebed_store.formats import FORMATS, V2, Format, get_format
 
 from .faults import FaultSpec, NotApplicable, Trigger, fault_class
 from .limits import MAX_EXPERIMENT_BYTES, MAX_FAULT_S, MAX_PARAM_MS, MAX_SEED, MAX_SIZES, MAX_TIMEOUT_S
@@ -61,7 +61,7 @@ class Experiment:
 
     name: str = "experiment"
     workload: str = "count"
-    format: str = V2.name  # a statebed_store.formats name
+    format: Format = V2  # parsed from the file's `format` name (statebed_store.formats)
     storage: str = "local"  # local | s3
     checkpoint_file_manager: str = "rename"  # native on s3: the Spark manager the plug-in wraps (rename | abortable)
     cluster: str = "local"  # local | standalone
@@ -83,7 +83,7 @@ class Experiment:
         doc: dict[str, Any] = {
             "name": self.name,
             "workload": self.workload,
-            "format": self.format,
+            "format": self.format.name,
             "storage": self.storage,
             "checkpoint_file_manager": self.checkpoint_file_manager,
             "cluster": self.cluster,
@@ -226,7 +226,7 @@ def parse_experiment(doc: Any, file: str = "<experiment>") -> Experiment:
     exp = Experiment(
         name=f.segment("name", d.name),
         workload=f.choice("workload", d.workload, tuple(sorted(WORKLOADS))),
-        format=f.choice("format", d.format, tuple(FORMATS)),
+        format=get_format(f.choice("format", d.format.name, tuple(FORMATS))),
         storage=f.choice("storage", d.storage, STORAGES),
         checkpoint_file_manager=f.choice("checkpoint_file_manager", d.checkpoint_file_manager, ("rename", "abortable")),
         cluster=f.choice("cluster", d.cluster, ("local", "standalone")),
@@ -237,9 +237,9 @@ def parse_experiment(doc: Any, file: str = "<experiment>") -> Experiment:
         timeout_s=f.duration("timeout_s", d.timeout_s, MAX_TIMEOUT_S),
         max_driver_restarts=f.int_("max_driver_restarts", d.max_driver_restarts, lo=0),
     )
-    if get_format(exp.format).native and exp.workload not in NATIVE_WORKLOADS:
+    if exp.format.native and exp.workload not in NATIVE_WORKLOADS:
         f.fail("workload", f"native runs support {', '.join(NATIVE_WORKLOADS)} only, got {exp.workload!r}")
-    if exp.checkpoint_file_manager == "abortable" and not (get_format(exp.format).plugin and exp.storage == "s3"):
+    if exp.checkpoint_file_manager == "abortable" and not (exp.format.plugin and exp.storage == "s3"):
         f.fail("checkpoint_file_manager", "abortable needs a plug-in format (native-v1/native-v2) and storage: s3")
     if exp.timeout_s <= 0:
         f.fail("timeout_s", "must be > 0")

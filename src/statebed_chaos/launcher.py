@@ -29,7 +29,6 @@ from statebed_model.experimentdir import ExperimentDir
 from statebed_model.rundir import RunDir
 from statebed_store.failpoint_control import Control
 from statebed_store.failpoints import CONTROL_ENV
-from statebed_store.formats import get_format
 from statebed_verify.history import History, Outcome
 
 from .driver_process import DriverExit, DriverProcess, python_env
@@ -112,7 +111,7 @@ def job_options(exp: Experiment, seed: int, run_dir: Path) -> JobOptions:
         batches=exp.batches,
         rows_per_batch=exp.rows_per_batch,
         keyspace=exp.keyspace,
-        format=exp.format,
+        format=exp.format.name,
         checkpoint_file_manager=exp.checkpoint_file_manager,
         seed=seed,
     )
@@ -192,7 +191,7 @@ def make_nemesis(
     """The nemesis of `specs` on the run in `run_dir` (targets: this machine's unless given)."""
     ctx = FaultContext(
         run=past_proxy(run_dir, services),
-        format=get_format(exp.format),  # the experiment names it as text (YAML)
+        format=exp.format,
         cluster=exp.cluster,
         targets=LocalTargets(run_dir) if targets is None else targets,
         control=control,

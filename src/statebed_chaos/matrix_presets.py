@@ -18,7 +18,7 @@ from statebed_base.errors import UsageError
 from statebed_base.names import path_segment
 from statebed_model.native_state import NATIVE_WORKLOADS
 from statebed_model.workloads import WORKLOADS
-from statebed_store.formats import RUN_FORMATS, V1, V2, get_format
+from statebed_store.formats import RUN_FORMATS, V1, V2, Format, get_format
 
 from .experiment import STORAGES, Experiment
 from .faults import KINDS, FaultSpec, NotApplicable, Trigger, fault_class
@@ -244,7 +244,7 @@ def _experiment(preset: Preset, kind: str, workload: str, fmt: str, seed: int, s
         preset.base,
         name=f"{kind}-{workload}-{fmt}{where}",
         workload=workload,
-        format=fmt,
+        format=get_format(fmt),
         cluster=cluster,
         storage=storage,
         seed=seed,
@@ -262,12 +262,12 @@ def _fault_class(kind: str) -> Any:
 
 def _not_applicable(exp: Experiment) -> str | None:
     """Why this cell cannot run (None: it can)."""
-    if get_format(exp.format).native and exp.workload not in NATIVE_WORKLOADS:
+    if exp.format.native and exp.workload not in NATIVE_WORKLOADS:
         return f"native runs support {', '.join(NATIVE_WORKLOADS)} only (no state reader for {exp.workload})"
     return _why_not(exp.faults[0], exp.format, exp.cluster, exp.storage)
 
 
-def _why_not(spec: FaultSpec, fmt: str, cluster: str, storage: str) -> str | None:
+def _why_not(spec: FaultSpec, fmt: str | Format, cluster: str, storage: str) -> str | None:
     """Why `spec` cannot apply to this format, cluster and storage (None: it can)."""
     try:
         _fault_class(spec.kind)(spec).check(fmt, cluster, storage)

@@ -51,7 +51,7 @@ from statebed_model.sources import IngestSource
 from statebed_store import S3Settings, open_storage
 from statebed_store.failpoint_control import Control
 from statebed_store.failpoints import CONTROL_ENV
-from statebed_store.formats import FORMATS, V2
+from statebed_store.formats import FORMATS, V2, get_format
 from statebed_store.naming import commit_path
 from statebed_verify import EXIT_CODES, Verdict, merge_verdicts
 from statebed_verify.history import History
@@ -134,7 +134,7 @@ def run_load(opts: LoadOptions, out: Path, *, say: Callable[[str], None] = lambd
         else random.SystemRandom().randrange(2**31)
     )
     if exp is not None:
-        exp = replace(exp, seed=seed, faults=realise(exp, seed), schedule=None, format=opts.format)
+        exp = replace(exp, seed=seed, faults=realise(exp, seed), schedule=None, format=get_format(opts.format))
         xdir.write_experiment(exp.to_yaml())
     result = LoadResult(run_dir=str(out))
     tracker = Tracker()

@@ -62,7 +62,7 @@ def test_unreadable_file(tmp_path: Path) -> None:
 
 def test_defaults_and_round_trip() -> None:
     exp = parse_experiment({"name": "t", "faults": [{"kind": "fail-changelog-upload", "at": {"batch": 2}, "params": {"partition": 1}}]})
-    assert (exp.workload, exp.format, exp.storage, exp.cluster, exp.seed) == ("count", "v2", "local", "local", None)
+    assert (exp.workload, exp.format.name, exp.storage, exp.cluster, exp.seed) == ("count", "v2", "local", "local", None)
     assert exp.faults[0].id == "f1" and exp.faults[0].at.batch == 2 and exp.faults[0].params == {"partition": 1}
     again = parse_experiment(yaml.safe_load(exp.to_yaml()))
     assert again == exp

@@ -51,7 +51,7 @@ class StandIn:
     baseline_itself_invalid: list[str] = field(default_factory=list)  # the baseline's own invalid verifiers
 
     def __call__(self, exp: Experiment, seed: int, out_dir: Path, baselines: Baselines) -> ExperimentResult:
-        key = (exp.faults[0].kind, exp.workload, exp.format)
+        key = (exp.faults[0].kind, exp.workload, exp.format.name)
         self.calls.append((key, seed))
         self.caches.append(id(baselines))
         verdict = self.verdicts[key]

@@ -72,7 +72,7 @@ def test_an_experiment_in_native_v1_parses_and_process_faults_apply() -> None:
     exp = parse_experiment(
         {"name": "n", "workload": "bucket-collect", "format": "native-v1", "faults": [{"kind": "restart-driver", "at": {"batch": 2}}]}
     )
-    assert exp.format == "native-v1" and exp.faults[0].params.get("step") in (None, "at-trigger")
+    assert exp.format.name == "native-v1" and exp.faults[0].params.get("step") in (None, "at-trigger")
     restart = fault_class("restart-driver")(exp.faults[0])
     restart.check("native-v1", "local", "local")
     assert restart.point(get_format("native-v1")) is None  # at-trigger: no statebed failpoint in a native run

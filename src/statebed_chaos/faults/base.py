@@ -159,7 +159,7 @@ class Fault(ABC):
     def __init__(self, spec: FaultSpec) -> None:
         self.spec = spec
 
-    def run_conf(self, format: str) -> dict[str, str]:
+    def run_conf(self, format: Format) -> dict[str, str]:
         """Spark settings this fault's params need in a `mode` run (its baseline too), beyond `spark_conf`. Default: none."""
         return {}
 

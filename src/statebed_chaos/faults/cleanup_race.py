@@ -34,7 +34,7 @@ from statebed_model.attempts import read_attempts
 from statebed_model.eventlog import TaskAttempt
 from statebed_store import CommitLog, open_storage
 from statebed_store.failpoint_spec import MAX_HOLD_MS
-from statebed_store.formats import PLUGIN_FORMATS, STATEBED_FORMATS, get_format
+from statebed_store.formats import PLUGIN_FORMATS, STATEBED_FORMATS, Format
 
 from .base import Evidence, Fault, FaultContext, FaultSpec
 from .cleanup_native import NativeCleanupRace, alive, attempt_json
@@ -69,8 +69,8 @@ class CleanupRace(Fault):
         self._thread: threading.Thread | None = None
         self._done = threading.Event()
 
-    def run_conf(self, format: str) -> dict[str, str]:
-        return self.native.spark_conf() if get_format(format).plugin else {}
+    def run_conf(self, format: Format) -> dict[str, str]:
+        return self.native.spark_conf() if format.plugin else {}
 
     @property
     def record(self) -> str:

@@ -78,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
         keys=args.keys,
         keyspace=args.keyspace,
         batch_size=args.batch_size,
-        format=args.format or (exp.format if exp is not None else V2.name),
+        format=args.format or (exp.format.name if exp is not None else V2.name),
         partitions=args.partitions,
         trigger_ms=args.trigger_ms,
         seed=args.seed,
