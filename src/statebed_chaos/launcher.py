@@ -89,7 +89,7 @@ def run_command(run_dir: Path, *, resume: bool = False, master: str | None = Non
 def experiment_fields(exp: Experiment, checkpoint_name: str) -> dict[str, Any]:
     """The job options `exp` fixes whatever feeds the job (workload, cluster, state partitions,
     snapshots, its faults' Spark conf; on s3 the checkpoint in the bucket, `checkpoint_name` its
-    prefix): a chaos run and a load run of the same experiment share them. The generated input's
+    prefix, and Spark's checkpoint file manager): a chaos run and a load run of the same experiment share them. The generated input's
     sizes, the format and the seed are each caller's."""
     fields: dict[str, Any] = {
         "workload": exp.workload,
@@ -101,6 +101,7 @@ def experiment_fields(exp: Experiment, checkpoint_name: str) -> dict[str, Any]:
     }
     if exp.storage == "s3":  # statebed's store or Spark's own (through S3A) in a bucket
         fields["checkpoint"] = f"{BUCKET}/{checkpoint_name}"
+        fields["checkpoint_file_manager"] = exp.checkpoint_file_manager  # abortable: only in a bucket
     return fields
 
 
@@ -112,7 +113,6 @@ def job_options(exp: Experiment, seed: int, run_dir: Path) -> JobOptions:
         rows_per_batch=exp.rows_per_batch,
         keyspace=exp.keyspace,
         format=exp.format.name,
-        checkpoint_file_manager=exp.checkpoint_file_manager,
         seed=seed,
     )
 

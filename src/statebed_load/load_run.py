@@ -154,8 +154,8 @@ def run_load(opts: LoadOptions, out: Path, *, say: Callable[[str], None] = lambd
 
 def job_options(opts: LoadOptions, exp: Experiment | None, seed: int, out: Path) -> JobOptions:
     """A continuous ingest run over the landing area until the stop file (with an experiment: what
-    it fixes of the job, as a chaos run of it has; not its generated input's sizes, which Locust
-    replaces, nor its checkpoint_file_manager, which a load run has always left at the default)."""
+    it fixes of the job, as a chaos run of it has, its checkpoint file manager included; not its
+    generated input's sizes, which Locust replaces)."""
     given: dict[str, Any] = {"partitions": opts.partitions} if exp is None else experiment_fields(exp, f"load-{out.name}-{seed}")
     given |= {"source": "ingest", "landing": str(out / "landing"), "stop_file": str(ExperimentDir(out).load / "stop")}
     return JobOptions(seed=seed, format=opts.format, trigger_ms=opts.trigger_ms, **given)

@@ -174,3 +174,17 @@ def test_load_run_takes_the_native_formats(tmp_path: Path, fmt: str) -> None:
     args = build_parser().parse_args(["load", "run", "--format", fmt])
     assert args.format == fmt
     assert job_options(LoadOptions(format=fmt), None, 7, tmp_path).format == fmt
+
+
+def test_load_run_keeps_the_experiments_checkpoint_file_manager(tmp_path: Path) -> None:
+    """A load run of an experiment with Spark's cloud file manager in a bucket runs with it, as the
+    chaos run of the same experiment does (it used to fall back to the rename-based default)."""
+    from statebed_chaos.launcher import job_options as chaos_job_options
+    from statebed_load.load_run import LoadOptions, job_options
+
+    exp = parse_experiment(
+        {"name": "a", "workload": "count", "format": "native-v2", "storage": "s3", "checkpoint_file_manager": "abortable"}
+    )
+    load = job_options(LoadOptions(format="native-v2"), exp, 7, tmp_path)
+    assert load.checkpoint_file_manager == "abortable" and load.checkpoint.startswith("s3://")
+    assert chaos_job_options(exp, 7, tmp_path / "run").checkpoint_file_manager == "abortable"
