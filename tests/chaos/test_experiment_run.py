@@ -41,7 +41,8 @@ def test_fault_free_experiment_is_valid_and_equals_baseline(tmp_path: Path, quic
     """The quick matrix's restart-driver cell without its fault: the same baseline key, so the
     session's baselines cache gives the matrix's baseline and no second one runs."""
     cell = next(c for c in plan_cells(PRESETS["quick"], 1)[0] if c.fault == "restart-driver")
-    exp = {"name": "nofault", "workload": cell.workload, "seed": cell.seed, **{k: getattr(cell.experiment, k) for k in QUICK_SIZES}}
+    described = cell.experiment.to_json()  # as an experiment file spells it (the format by name)
+    exp = {"name": "nofault", "workload": cell.workload, "seed": cell.seed, **{k: described[k] for k in QUICK_SIZES}}
     out = tmp_path / "out"
     proc = _chaos(str(_write(tmp_path, exp)), "--out", str(out), "--json", "--baselines", str(baselines_dir))
     assert proc.returncode == 0, proc.stderr[-2000:]
