@@ -227,10 +227,7 @@ class JobOptions:
     def __post_init__(self) -> None:
         if self.format not in FORMATS:
             raise FieldError("format", f"must be a format statebed knows ({', '.join(FORMATS)}), got {self.format!r}")
-        if self.hedge not in ("off", "on", "adaptive"):
-            raise FieldError("hedge", f"must be off, on or adaptive, got {self.hedge!r}")
-        if self.cluster not in ("local", "standalone"):
-            raise FieldError("cluster", f"must be local or standalone, got {self.cluster!r}")
+        self._check_choices()
         for name in ("batches", "partitions", "rows_per_batch", "keyspace", "workers", "snapshot_interval"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
@@ -253,12 +250,22 @@ class JobOptions:
         if not isinstance(self.seed, int) or isinstance(self.seed, bool) or not 0 <= self.seed < 2**63:
             raise FieldError("seed", f"must be an integer in 0..2^63-1, got {self.seed!r}")
         self._check_maintenance()
-        if self.source not in ("generated", "ingest"):
-            raise FieldError("source", f"must be generated or ingest, got {self.source!r}")
         if (self.source == "ingest") != (self.landing is not None):
             raise FieldError("landing", "is needed by the ingest source, and only by it")
         self._check_continuous()
         self._check_file_manager()
+
+    def _check_choices(self) -> None:
+        """A field offered as a choice (its Flag's `choices`) holds one of them. The workload is
+        checked where it is looked up (the known workloads, described)."""
+        for f in fields(self):
+            flag = f.metadata.get("flag")
+            if flag is None or flag.kind != "choice" or f.name == "workload":
+                continue
+            value = getattr(self, f.name)
+            if value not in flag.choices:
+                *rest, last = flag.choices
+                raise FieldError(f.name, f"must be {', '.join(rest)} or {last}, got {value!r}")
 
     def _check_maintenance(self) -> None:
         if not isinstance(self.retain, int) or isinstance(self.retain, bool) or not 1 <= self.retain <= 10**9:
@@ -271,10 +278,7 @@ class JobOptions:
             raise FieldError("sst_grace_s", f"must be 0..604800 seconds, got {g!r}")
 
     def _check_file_manager(self) -> None:
-        m = self.checkpoint_file_manager
-        if m not in ("rename", "abortable"):
-            raise FieldError("checkpoint_file_manager", f"must be rename or abortable, got {m!r}")
-        if m == "abortable" and not (self.fmt.plugin and is_remote(self.checkpoint)):
+        if self.checkpoint_file_manager == "abortable" and not (self.fmt.plugin and is_remote(self.checkpoint)):
             plugin = ", ".join(f.name for f in FORMATS.values() if f.plugin)
             raise FieldError(
                 "checkpoint_file_manager", f"abortable needs Spark's own store with the plug-in ({plugin}) on an s3:// checkpoint"
