@@ -120,9 +120,12 @@ def requests_proving(requests: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def sample(hits: list[dict[str, Any]], size: int = 20) -> list[dict[str, Any]]:
     """Up to `size` of the affected requests for the proof: the first of each op, then the rest in order."""
-    firsts = list({str(r["op"]): r for r in reversed(hits)}.values())[::-1]
-    chosen = firsts[:size]
-    chosen += [r for r in hits if all(r is not c for c in chosen)][: size - len(chosen)]
+    firsts: dict[str, dict[str, Any]] = {}
+    for r in hits:
+        firsts.setdefault(str(r["op"]), r)
+    chosen = list(firsts.values())[:size]
+    taken = {id(r) for r in chosen}
+    chosen += [r for r in hits if id(r) not in taken][: size - len(chosen)]
     return sorted(chosen, key=lambda r: float(r["start"]))
 
 

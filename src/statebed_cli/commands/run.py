@@ -66,8 +66,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     workloads = "; ".join(f"{name}: {w.description}" for name, w in sorted(WORKLOADS.items()))
     groups: dict[str | None, argparse._ActionsContainer] = {None: p}
     for name, flag in run_flags().items():
-        group = groups.get(flag.group) or groups.setdefault(flag.group, p.add_argument_group(flag.group))
-        _add_flag(group, flag, getattr(d, name), workloads)
+        if flag.group not in groups:
+            groups[flag.group] = p.add_argument_group(flag.group)
+        _add_flag(groups[flag.group], flag, getattr(d, name), workloads)
         if name == "format":
             p.add_argument(
                 "--native",
