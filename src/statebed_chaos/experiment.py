@@ -20,6 +20,7 @@ from statebed_base.errors import NotRegularFileError, UsageError
 from statebed_base.localfs import read_regular
 from statebed_base.names import path_segment
 from statebed_model.native_state import NATIVE_WORKLOADS
+from statebed_model.spark_features import FEATURES, SPARK_DEFAULTS, feature_conf
 from statebed_model.workloads import WORKLOADS
 from statebed_store.formats import FORMATS, V2, Format, get_format
 
@@ -64,6 +65,7 @@ class Experiment:
     format: Format = V2  # parsed from the file's `format` name (statebed_store.formats)
     storage: str = "local"  # local | s3
     checkpoint_file_manager: str = "rename"  # native on s3: the Spark manager the plug-in wraps (rename | abortable)
+    spark_features: tuple[str, ...] | None = None  # native: Spark's repair features on, the rest set off; None: Spark's defaults
     cluster: str = "local"  # local | standalone
     workers: int = 2
     partitions: int = 2
@@ -86,6 +88,7 @@ class Experiment:
             "format": self.format.name,
             "storage": self.storage,
             "checkpoint_file_manager": self.checkpoint_file_manager,
+            "spark_features": None if self.spark_features is None else list(self.spark_features),
             "cluster": self.cluster,
             **{k: getattr(self, k) for k in _SIZES},
             "seed": self.seed,
@@ -105,12 +108,14 @@ class Experiment:
     def spark_conf(self) -> dict[str, str]:
         """The Spark settings its faults need to be provable (`Fault.spark_conf`, and `run_conf` for
         their params in this format; a scheduled kind with its default params), for the faulted
-        run and its baseline alike."""
+        run and its baseline alike; in a native run every repair feature, explicitly on or off."""
         specs = [*self.faults, *(FaultSpec("schedule", k) for k in (self.schedule.kinds if self.schedule is not None else ()))]
         conf = {k: v for kind in dict.fromkeys(s.kind for s in specs) for k, v in fault_class(kind).spark_conf.items()}
         for spec in specs:
             conf.update(fault_class(spec.kind)(spec).run_conf(self.format))
-        return conf
+        if not self.format.native:
+            return conf
+        return {**feature_conf(SPARK_DEFAULTS if self.spark_features is None else self.spark_features), **conf}
 
 
 def _spec_json(s: FaultSpec) -> dict[str, Any]:
@@ -207,6 +212,7 @@ _TOP = (
     "format",
     "storage",
     "checkpoint_file_manager",
+    "spark_features",
     "cluster",
     *_SIZES,
     "seed",
@@ -229,6 +235,7 @@ def parse_experiment(doc: Any, file: str = "<experiment>") -> Experiment:
         format=get_format(f.choice("format", d.format.name, tuple(FORMATS))),
         storage=f.choice("storage", d.storage, STORAGES),
         checkpoint_file_manager=f.choice("checkpoint_file_manager", d.checkpoint_file_manager, ("rename", "abortable")),
+        spark_features=_spark_features(f),
         cluster=f.choice("cluster", d.cluster, ("local", "standalone")),
         **{k: f.int_(k, getattr(d, k)) for k in _SIZES},
         seed=f.int_("seed", None, lo=0, optional=True, hi=MAX_SEED),
@@ -241,6 +248,11 @@ def parse_experiment(doc: Any, file: str = "<experiment>") -> Experiment:
         f.fail("workload", f"native runs support {', '.join(NATIVE_WORKLOADS)} only, got {exp.workload!r}")
     if exp.checkpoint_file_manager == "abortable" and not (exp.format.plugin and exp.storage == "s3"):
         f.fail("checkpoint_file_manager", "abortable needs a plug-in format (native-v1/native-v2) and storage: s3")
+    if exp.spark_features is not None and not exp.format.native:
+        f.fail(
+            "spark_features",
+            f"are Spark's own store's: they need a native format ({', '.join(n for n in FORMATS if get_format(n).native)}), got {exp.format.name}",
+        )
     if exp.timeout_s <= 0:
         f.fail("timeout_s", "must be > 0")
     exp.faults = [_fault(item, i, f) for i, item in enumerate(f.list_("faults"))]
@@ -281,6 +293,17 @@ def _verifiers(f: _Fields) -> tuple[str, ...]:
     for v in items:
         if v not in VERIFIERS:
             f.fail("verifiers", f"unknown verifier {v!r} (known: {', '.join(VERIFIERS)})")
+    return tuple(dict.fromkeys(items))
+
+
+def _spark_features(f: _Fields) -> tuple[str, ...] | None:
+    """The features named on (an empty list: all off); None when the key is absent (Spark's defaults)."""
+    if f.doc.get("spark_features") is None:
+        return None
+    items = f.list_("spark_features")
+    for v in items:
+        if v not in FEATURES:
+            f.fail("spark_features", f"unknown feature {v!r} (known: {', '.join(FEATURES)})")
     return tuple(dict.fromkeys(items))
 
 

@@ -120,6 +120,10 @@ FAULTS: dict[str, FaultPlan] = {
     "cleanup-race": FaultPlan(
         batch=1, companions=_CLEANUP_HOLDS, native_companions=_NATIVE_CLEANUP_HOLDS, native_sizes={"snapshot_interval": 1}
     ),
+    # the driver killed as batch 3 starts, the snapshot the restarted load reads damaged before the
+    # restart; Spark's defaults, so its auto snapshot repair is on (off, the query fails: the positive
+    # control `examples/experiments/corrupt-snapshot-count-native-v2.yaml`)
+    "corrupt-snapshot": FaultPlan(batch=3, native_sizes={"snapshot_interval": 1}),
 }
 
 

@@ -23,9 +23,10 @@ from typing import Any
 from statebed_base.errors import CorruptFileError, MissingFileError, UsageError
 from statebed_store.naming import CRC_SUFFIX
 
-__all__ = ["EventLog", "Executor", "Job", "Stage", "TaskAttempt", "read_event_log"]
+__all__ = ["EventLog", "Executor", "Job", "QueryProgress", "Stage", "TaskAttempt", "read_event_log"]
 
 BATCH_PROPERTY = "streaming.sql.batchId"  # set by Structured Streaming on every job of a micro-batch
+_PROGRESS_EVENT = "org.apache.spark.sql.streaming.StreamingQueryListener$QueryProgressEvent"
 _COMPRESSED = (".lz4", ".lzf", ".snappy", ".zstd")
 
 
@@ -46,6 +47,7 @@ class TaskAttempt:
     finish_ms: int | None = None
     outcome: str | None = None  # "Success", "TaskKilled", "ExecutorLostFailure", "FetchFailed", ...
     batch: int | None = None  # the streaming micro-batch of its job, if any
+    error: str | None = None  # an exception's class and first line, when `outcome` is ExceptionFailure
 
     @property
     def succeeded(self) -> bool:
@@ -90,6 +92,16 @@ class Stage:
     failure: str | None = None
 
 
+@dataclass(frozen=True)
+class QueryProgress:
+    """One micro-batch's progress as the streaming query reported it; `metrics` sums each custom
+    metric of its state operators (e.g. `rocksdbNumSnapshotsAutoRepaired`)."""
+
+    app: str
+    batch: int
+    metrics: dict[str, int]
+
+
 @dataclass
 class EventLog:
     tasks: list[TaskAttempt] = field(default_factory=list)
@@ -97,6 +109,8 @@ class EventLog:
     jobs: list[Job] = field(default_factory=list)
     stages: list[Stage] = field(default_factory=list)
     partial: list[str] = field(default_factory=list)  # files whose last line was incomplete
+    properties: dict[str, dict[str, str]] = field(default_factory=dict)  # app -> the Spark properties it ran with
+    progress: list[QueryProgress] = field(default_factory=list)  # every query progress, in log order
 
     def attempts_of(self, task: tuple[str, int, int, int]) -> list[TaskAttempt]:
         """Every attempt of one task (see `TaskAttempt.task`), in launch order."""
@@ -198,9 +212,25 @@ class _Reader:
             "SparkListenerJobEnd": self.end_job,
             "SparkListenerStageSubmitted": self.stage,
             "SparkListenerStageCompleted": self.stage,
+            "SparkListenerEnvironmentUpdate": self.environment,
+            _PROGRESS_EVENT: self.progress,
         }.get(str(e.get("Event")))
         if handler is not None:
             handler(app, e)
+
+    def environment(self, app: str, e: dict[str, Any]) -> None:
+        props = e["Spark Properties"]
+        pairs = props.items() if isinstance(props, dict) else props  # Spark writes a JSON object; older logs pairs
+        self.log.properties[app] = {str(k): str(v) for k, v in pairs}
+
+    def progress(self, app: str, e: dict[str, Any]) -> None:
+        p = e["progress"]
+        metrics: dict[str, int] = {}
+        for op in p.get("stateOperators") or []:
+            for name, value in (op.get("customMetrics") or {}).items():
+                if isinstance(value, int) and not isinstance(value, bool):
+                    metrics[name] = metrics.get(name, 0) + value
+        self.log.progress.append(QueryProgress(app, int(p["batchId"]), metrics))
 
     def start_task(self, app: str, e: dict[str, Any]) -> None:
         t = _attempt(app, e)
@@ -229,7 +259,11 @@ class _Reader:
     def end_task(self, app: str, e: dict[str, Any]) -> None:
         info = e["Task Info"]
         start = self.open.pop((app, int(info["Task ID"])), None) or _attempt(app, e)  # a trimmed log may lack the start
-        done = replace(start, finish_ms=int(info["Finish Time"]), outcome=str(e["Task End Reason"]["Reason"]))
+        reason = e["Task End Reason"]
+        error = (
+            f"{reason.get('Class Name')}: {str(reason.get('Description') or '').splitlines()[0][:300]}" if "Class Name" in reason else None
+        )
+        done = replace(start, finish_ms=int(info["Finish Time"]), outcome=str(reason["Reason"]), error=error)
         self.log.tasks.append(done)
 
     def stage(self, app: str, e: dict[str, Any]) -> None:

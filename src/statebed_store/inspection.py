@@ -34,6 +34,7 @@ from .naming import (
     parse_index,
     parse_state_file,
 )
+from .offset_conf import refuse_row_checksums
 from .plan import LoadPlan
 from .retention import kept_window, needed_names, needed_refs
 from .storage.base import Storage
@@ -266,7 +267,9 @@ def resolve_target(storage: Storage, store: StoreId, version: int | None, checkp
 
 
 def dump_state(storage: Storage, store: StoreId, ref: CheckpointRef) -> Iterator[tuple[bytes, bytes]]:
-    """Every `(key, value)` of `ref`, rebuilt in a throwaway local instance."""
+    """Every `(key, value)` of `ref`, rebuilt in a throwaway local instance (never rows whose
+    encoding statebed does not read: `refuse_row_checksums`)."""
+    refuse_row_checksums(storage)
     with tempfile.TemporaryDirectory(prefix="statebed-dump-") as tmp:
         opts = StoreOptions(local_dir=Path(tmp), format=(V2 if ref.id is not None else V1).store_format)
         provider = StateStoreProvider(storage, store, opts, uploader=SnapshotUploader())

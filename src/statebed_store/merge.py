@@ -13,7 +13,6 @@ is an error, never a guess.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -24,13 +23,12 @@ from statebed_base.errors import CorruptFileError, UnknownFormatError
 
 from .changelog import PUT
 from .engine import Merge
-from .naming import parse_index
+from .offset_conf import offset_conf
 from .storage.base import Storage
 
 __all__ = ["MergeOperator", "checkpoint_merge_operator", "configure_snapshot_options", "replay_merge"]
 
 MERGE_VERSION_CONF = "spark.sql.streaming.stateStore.rocksdb.mergeOperatorVersion"
-OFFSETS_DIR = "offsets"
 _DELIMITERS = {1: b",", 2: b""}
 _OPTIONS_LINE = re.compile(rb"^(\s*merge_operator=).*$", re.MULTILINE)
 
@@ -72,20 +70,9 @@ class MergeOperator:
 
 def checkpoint_merge_operator(storage: Storage) -> MergeOperator:
     """The merge operator the newest offset log entry's conf records (Spark reads it from there on restart)."""
-    batches = sorted(b for b in (parse_index(f.name) for f in storage.list(OFFSETS_DIR)) if b is not None)
-    if not batches:
-        return MergeOperator(None, storage.display(OFFSETS_DIR))
-    path = f"{OFFSETS_DIR}/{batches[-1]}"
-    shown = storage.display(path)
-    for line in storage.read(path).decode("utf-8", "replace").splitlines()[1:2]:
-        try:
-            conf = json.loads(line).get("conf", {})
-        except (json.JSONDecodeError, AttributeError):
-            raise CorruptFileError(shown, "second line is not the offset log's JSON metadata") from None
-        raw = conf.get(MERGE_VERSION_CONF) if isinstance(conf, dict) else None
-        if isinstance(raw, str) and raw.isdigit():
-            return MergeOperator(int(raw), shown)
-    return MergeOperator(None, shown)
+    found = offset_conf(storage)
+    raw = found.conf.get(MERGE_VERSION_CONF)
+    return MergeOperator(int(raw) if raw is not None and raw.isdigit() else None, found.source)
 
 
 def _names_operator(text: bytes) -> bool:

@@ -43,13 +43,15 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from statebed_base.errors import CheckpointFileError, ForeignFileError, LineageError, UnplannableError, UsageError
+from statebed_base.errors import CheckpointFileError, ForeignFileError, LineageError, UnknownFormatError, UnplannableError, UsageError
+from statebed_model.spark_features import SnapshotRepair
 from statebed_store import CheckpointRef, CommitLog, HeaderCache, Storage, StoreFiles, StoreId
 from statebed_store.commitlog import CommitRecord, parse_commit
 from statebed_store.formats import V1, V2
 from statebed_store.inspection import committed_store_names, discover_stores, store_index
 from statebed_store.lineage import Lineage
 from statebed_store.naming import CHANGELOG, COMMITS_DIR, DEFAULT_STORE, SNAPSHOT, StateFileName, sidecar_name
+from statebed_store.offset_conf import refuse_row_checksums
 from statebed_store.partitioner import Partitioning, checkpoint_partitioning
 from statebed_store.plan import loadable_plan
 from statebed_store.retention import KeptWindow, kept_window, needed_names, plan_names
@@ -114,6 +116,8 @@ class _Context:
     notes: list[str] = field(default_factory=list)
     partitioning: Partitioning = field(default_factory=Partitioning)
     keys: CrossPartitionKeys = field(default_factory=CrossPartitionKeys)
+    repair: SnapshotRepair = field(default_factory=SnapshotRepair)  # Spark's auto snapshot repair, as the run recorded it
+    repaired: dict[tuple[StoreId, str, str], list[int]] = field(default_factory=dict)  # (store, snapshot, why) -> versions routed around it
 
     def add(
         self,
@@ -139,18 +143,28 @@ class _Context:
         )
 
 
-def verify_lineage(storage: Storage, *, all_versions: bool = False, cache: HeaderCache | None = None) -> LineageReport:
+def verify_lineage(
+    storage: Storage, *, all_versions: bool = False, cache: HeaderCache | None = None, repair: SnapshotRepair | None = None
+) -> LineageReport:
     """Check a checkpoint's committed lineage. Raises UsageError when it is no streaming checkpoint.
-    `all_versions` is accepted for callers of old: every committed version in the window is planned now."""
+    `all_versions` is accepted for callers of old: every committed version in the window is planned now.
+    `repair`: Spark's auto snapshot repair as the run that wrote the checkpoint had it (default off):
+    a damaged snapshot it routes around is a note, not an anomaly."""
     batch_ids = _commit_batches(storage)
     window = kept_window(storage, batch_ids)  # every kept entry counts, an unreadable one too
     assert window is not None  # _commit_batches raised on an empty log
-    ctx = _Context(storage, {}, HeaderCache() if cache is None else cache, window)
+    ctx = _Context(storage, {}, HeaderCache() if cache is None else cache, window, repair=repair or SnapshotRepair())
     ctx.notes.extend(CommitLog(storage).strays())
     ctx.commits = _read_commits(ctx, batch_ids)
     _check_commit_gaps(ctx, batch_ids)
     kinds = {(V2 if rec.state_ids is not None else V1).name for rec in ctx.commits.values()}
     fmt = "mixed" if len(kinds) > 1 else (kinds.pop() if kinds else V1.name)
+    try:
+        refuse_row_checksums(storage)
+    except UnknownFormatError as e:  # its files' keys and values are not what they seem without the checksums read
+        return LineageReport(
+            valid="unknown", format=fmt, checked={"operators": 0, "partitions": 0, "versions": 0}, notes=[*ctx.notes, str(e)]
+        )
     notes = ctx.notes
     stores = discover_stores(storage, notes)
     ctx.partitioning = checkpoint_partitioning(storage)
@@ -165,6 +179,7 @@ def verify_lineage(storage: Storage, *, all_versions: bool = False, cache: Heade
 
     for store in stores:
         _check_store(ctx, store, index_of(store))
+    notes += _repair_notes(ctx)
     notes += ctx.partitioning.unchecked_notes(stores)
     ctx.anomalies += ctx.keys.anomalies()
     moved, why = repartition_anomalies(storage, stores, ctx.commits, index_of, ctx.window.required)
@@ -267,8 +282,10 @@ def _check_expected_stores(ctx: _Context, stores: list[StoreId]) -> None:
         )
 
 
-def _lineage_of(files: StoreFiles, ref: CheckpointRef) -> Lineage | None:
-    """The lineage `ref` records (changelog header, else snapshot metadata), checking both files whole."""
+def _lineage_of(files: StoreFiles, ref: CheckpointRef, repair: SnapshotRepair) -> Lineage | None:
+    """The lineage `ref` records (changelog header, else snapshot metadata), checking both files whole.
+    A damaged snapshot beside a changelog is left to the plan check when Spark's repair is on (it
+    loads the version from the changelogs and says whether the route is within reach)."""
     lineage = None
     if files.has_changelog(ref):
         header = files.verified_changelog_header(ref)
@@ -279,7 +296,12 @@ def _lineage_of(files: StoreFiles, ref: CheckpointRef) -> Lineage | None:
             )
         lineage = header.lineage
     if files.has_snapshot(ref):
-        meta = files.verified_snapshot_metadata(ref)
+        try:
+            meta = files.verified_snapshot_metadata(ref)
+        except CheckpointFileError as e:
+            if lineage is None or not repair.enabled or isinstance(e, ForeignFileError):
+                raise
+            return lineage
         if lineage is None:
             lineage = meta.lineage
         elif meta.lineage is not None and meta.lineage != lineage:
@@ -385,16 +407,31 @@ def _check_plan(ctx: _Context, store: StoreId, files: StoreFiles, ref: Checkpoin
     """The committed `ref` must load: planned and checked as a load would, damaged snapshots planned
     around. Returns the files its plan reads (none when it has no plan)."""
     try:
-        plan, passed_over = loadable_plan(files, ref)
+        plan, _ = loadable_plan(files, ref)
     except (UnplannableError, CheckpointFileError) as e:
         missing = e.missing if isinstance(e, UnplannableError) else [e.file]
         ctx.add("unplannable", store, ref.version, ids=[ref.id], files=missing, detail=f"no load plan for the committed {ref}: {e}")
         return set()
-    for err in passed_over:  # loadable, but a file the checkpoint relies on is damaged: say which
+    base = 0 if plan.snapshot is None else plan.snapshot.version
+    for skipped, err in plan.skipped:  # loadable, but a file the checkpoint relies on is damaged: say which
         shown = err.file if isinstance(err, CheckpointFileError) else str(err)
-        if not any(shown in a.files for a in ctx.anomalies):
+        if _file_kind(err) == "unreadable-file" and ctx.repair.routes(ref.version, base):
+            ctx.repaired.setdefault(
+                (store, files.display(skipped, SNAPSHOT), f"{shown}: {err.detail}" if isinstance(err, CheckpointFileError) else shown), []
+            ).append(ref.version)
+        elif not any(shown in a.files for a in ctx.anomalies):
             ctx.add(_file_kind(err), store, ref.version, ids=[ref.id], files=[shown], detail=f"a load of {ref} plans around it: {err}")
     return plan_names(plan)
+
+
+def _repair_notes(ctx: _Context) -> list[str]:
+    """Each snapshot Spark's configured load skips: the file, why it cannot load, and the route the verdict rests on."""
+    return [
+        f"{store}: snapshot {snapshot} cannot load ({why}), and Spark's auto snapshot repair ({ctx.repair.source}) "
+        f"routes around it: version(s) {_ranges(sorted(set(versions)))} load from an older snapshot or an empty store "
+        f"and replay at most {ctx.repair.max_replay} changelogs; the verdict rests on that route"
+        for (store, snapshot, why), versions in ctx.repaired.items()
+    ]
 
 
 def _file_kind(err: Exception) -> str:
@@ -425,7 +462,7 @@ def _check_version(
         )
         return
     try:
-        lineage = _lineage_of(files, ref)
+        lineage = _lineage_of(files, ref, ctx.repair)
     except LineageError as e:
         ctx.add("non-linear-lineage", store, v, ids=[cid], files=[e.file], detail=e.detail)
         return

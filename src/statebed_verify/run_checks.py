@@ -10,7 +10,10 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from statebed_base.errors import StatebedError
+from statebed_model.eventlog import read_event_log
 from statebed_model.rundir import RunDir
+from statebed_model.spark_features import SnapshotRepair
 from statebed_store import S3Settings, open_storage
 from statebed_store.location import parse_location
 
@@ -26,9 +29,22 @@ def verify_run(run_dir: str | os.PathLike[str], s3: S3Settings | None = None) ->
     run = RunDir(run_dir, s3)
 
     def lineage() -> Report:
-        return verify_lineage(open_storage(parse_location(run.checkpoint_location(run.read_info()), s3)))
+        return verify_lineage(open_storage(parse_location(run.checkpoint_location(run.read_info()), s3)), repair=recorded_repair(run))
 
     return compose({"lineage": lineage, "state": lambda: verify_state(run, s3)})
+
+
+def recorded_repair(run: RunDir) -> SnapshotRepair:
+    """Spark's auto snapshot repair as every driver of the run ran with it (the Spark properties in
+    its event log): on only when each one recorded it on; off when there is no log to say."""
+    try:
+        props = list(read_event_log(run.events).properties.values()) if run.events.is_dir() else []
+    except StatebedError:
+        props = []
+    repairs = [SnapshotRepair.from_properties(p, f"recorded on in the run's event log, {len(props)} driver(s)") for p in props]
+    if not repairs or not all(r.enabled for r in repairs):
+        return SnapshotRepair()
+    return min(repairs, key=lambda r: r.max_replay)
 
 
 def summarise(result: Composite) -> dict[str, Any]:

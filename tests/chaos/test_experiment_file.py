@@ -46,6 +46,9 @@ def _error(tmp_path: Path, text: str) -> str:
         ("verifiers: [lineage, vibes]\n", "verifiers: unknown verifier 'vibes'"),
         ("checkpoint_file_manager: magic\n", "checkpoint_file_manager: must be one of rename, abortable"),
         ("format: native-v2\ncheckpoint_file_manager: abortable\n", "checkpoint_file_manager: abortable needs a plug-in format"),
+        ("format: native-v2\nspark_features: [self-heal]\n", "spark_features: unknown feature 'self-heal' (known: auto-snapshot-repair"),
+        ("spark_features: [row-checksum]\n", "spark_features: are Spark's own store's: they need a native format"),
+        ("format: native-v2\nspark_features: row-checksum\n", "spark_features: must be a list"),
         ("proxy: {api: localhost:8474}\n", "proxy.api: must be an http(s):// URL"),
         ("name: [a\n", "not valid YAML at line"),
         ("- 1\n", "(top level): must be a mapping"),
@@ -66,6 +69,26 @@ def test_defaults_and_round_trip() -> None:
     assert exp.faults[0].id == "f1" and exp.faults[0].at.batch == 2 and exp.faults[0].params == {"partition": 1}
     again = parse_experiment(yaml.safe_load(exp.to_yaml()))
     assert again == exp
+
+
+def test_a_native_run_sets_every_spark_feature_explicitly_and_round_trips_them() -> None:
+    exp = parse_experiment({"format": "native-v2", "spark_features": ["row-checksum", "row-checksum"]})
+    assert exp.spark_features == ("row-checksum",)
+    conf = exp.spark_conf()
+    assert conf["spark.sql.streaming.stateStore.rowChecksum.enabled"] == "true"
+    assert conf["spark.sql.streaming.stateStore.autoSnapshotRepair.enabled"] == "false"
+    assert conf["spark.sql.streaming.stateStore.forceSnapshotUploadOnLag"] == "false"
+    assert parse_experiment(yaml.safe_load(exp.to_yaml())) == exp
+    off = parse_experiment({"format": "native-v2", "spark_features": []}).spark_conf()
+    assert {k: v for k, v in off.items() if k.endswith(".enabled")} == {
+        "spark.sql.streaming.stateStore.autoSnapshotRepair.enabled": "false",
+        "spark.sql.streaming.stateStore.rowChecksum.enabled": "false",
+    }
+    default = parse_experiment({"format": "native-v2"})  # not given: Spark 4.3's defaults, set explicitly
+    assert default.spark_features is None and parse_experiment(yaml.safe_load(default.to_yaml())) == default
+    assert default.spark_conf()["spark.sql.streaming.stateStore.autoSnapshotRepair.enabled"] == "true"
+    assert default.spark_conf()["spark.sql.streaming.stateStore.forceSnapshotUploadOnLag"] == "true"
+    assert not any("stateStore" in k for k in parse_experiment({"format": "v2"}).spark_conf())  # statebed's store: none
 
 
 def test_random_schedule_replays_per_seed() -> None:

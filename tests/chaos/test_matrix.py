@@ -30,6 +30,7 @@ from statebed_chaos.launcher import job_options
 from statebed_chaos.matrix import EXIT_INTERRUPTED, MatrixResult, fault_caused, run_matrix
 from statebed_chaos.matrix_presets import FAULTS, NONDETERMINISTIC, PRESETS, Preset, plan_cells
 from statebed_cli.commands import chaos_matrix
+from statebed_model.spark_features import SPARK_DEFAULTS, feature_conf
 from statebed_verify import EXIT_CODES
 
 Capsys = pytest.CaptureFixture[str]
@@ -189,10 +190,11 @@ def test_a_pause_cell_and_its_baseline_run_with_the_speculation_floor_the_pause_
     and so never share a baseline with a pause cell."""
     (pause,) = plan_cells(PRESETS["full"], 1, faults=["pause-executor"], workloads=["sample3"], formats=["native-v2"])[0]
     (slow,) = plan_cells(PRESETS["full"], 1, faults=["slow-attempt"], workloads=["sample3"], formats=["native-v2"])[0]
-    assert pause.experiment.spark_conf() == {"spark.speculation.minTaskRuntime": "6s"}
-    assert slow.experiment.spark_conf() == {}
-    assert job_options(pause.experiment, 1, tmp_path / "r").extra_conf == {"spark.speculation.minTaskRuntime": "6s"}
-    assert job_options(slow.experiment, 1, tmp_path / "r").extra_conf == {}
+    features = feature_conf(SPARK_DEFAULTS)  # every native run sets Spark's repair features explicitly (its defaults here)
+    assert pause.experiment.spark_conf() == {**features, "spark.speculation.minTaskRuntime": "6s"}
+    assert slow.experiment.spark_conf() == features
+    assert job_options(pause.experiment, 1, tmp_path / "r").extra_conf == {**features, "spark.speculation.minTaskRuntime": "6s"}
+    assert job_options(slow.experiment, 1, tmp_path / "r").extra_conf == features
     assert baseline_key(pause.experiment, 1) != baseline_key(slow.experiment, 1)
     assert baseline_key(pause.experiment, 1)[:-2] == baseline_key(slow.experiment, 1)[:-2]  # the same sizes otherwise
 

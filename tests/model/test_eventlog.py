@@ -6,6 +6,7 @@ before, was declared lost, and its shuffle blocks with it. The second log is sti
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -104,3 +105,48 @@ def test_rolling_logs_and_checksum_sidecars(tmp_path: Path) -> None:
     (tmp_path / f".{PAUSED_AFTER_COPY}.crc").write_bytes(b"\x00crc")
     log = read_event_log(tmp_path)
     assert log.tasks == read_event_log(FIXTURE / PAUSED_AFTER_COPY).tasks
+
+
+def test_properties_query_progress_and_task_errors_are_read(tmp_path: Path) -> None:
+    """What the judge and corrupt-snapshot read: each app's Spark properties, each progress's summed
+    state-operator metrics, and a failed task's exception (lines as Spark 4.3 writes them)."""
+    task = {"Task ID": 1, "Index": 0, "Attempt": 0, "Executor ID": "driver", "Host": "localhost", "Speculative": False, "Launch Time": 5}
+    events = [
+        {
+            "Event": "SparkListenerEnvironmentUpdate",
+            "Spark Properties": {"spark.sql.streaming.stateStore.autoSnapshotRepair.enabled": "true"},
+        },
+        {"Event": "SparkListenerTaskStart", "Stage ID": 1, "Stage Attempt ID": 0, "Task Info": task},
+        {
+            "Event": "SparkListenerTaskEnd",
+            "Stage ID": 1,
+            "Stage Attempt ID": 0,
+            "Task End Reason": {
+                "Reason": "ExceptionFailure",
+                "Class Name": "org.apache.spark.SparkException",
+                "Description": "[CANNOT_LOAD_STATE_STORE.UNCATEGORIZED] An error occurred during loading state.\nmore",
+            },
+            "Task Info": {**task, "Finish Time": 9},
+        },
+        {
+            "Event": "org.apache.spark.sql.streaming.StreamingQueryListener$QueryProgressEvent",
+            "progress": {
+                "batchId": 4,
+                "stateOperators": [
+                    {"customMetrics": {"rocksdbNumSnapshotsAutoRepaired": 1, "rocksdbGetCount": 10}},
+                    {"customMetrics": {"rocksdbNumSnapshotsAutoRepaired": 2}},
+                ],
+            },
+        },
+    ]
+    (tmp_path / "local-1").write_text("".join(json.dumps(e) + "\n" for e in events))
+    log = read_event_log(tmp_path)
+    assert log.properties == {"local-1": {"spark.sql.streaming.stateStore.autoSnapshotRepair.enabled": "true"}}
+    assert [(p.app, p.batch, p.metrics) for p in log.progress] == [
+        ("local-1", 4, {"rocksdbNumSnapshotsAutoRepaired": 3, "rocksdbGetCount": 10})
+    ]
+    (failed,) = log.tasks
+    assert failed.outcome == "ExceptionFailure"
+    assert (
+        failed.error == "org.apache.spark.SparkException: [CANNOT_LOAD_STATE_STORE.UNCATEGORIZED] An error occurred during loading state."
+    )

@@ -20,6 +20,7 @@ from statebed_chaos.faults import KINDS, NotApplicable
 from statebed_chaos.matrix_presets import FAULTS, PRESETS, plan_cells
 from statebed_job.maintenance import PassRecord
 from statebed_model.eventlog import read_event_log
+from statebed_model.spark_features import SPARK_DEFAULTS, feature_conf
 
 
 def test_in_the_catalogue_and_the_full_matrix_for_statebed_formats_and_sparks_store() -> None:
@@ -63,6 +64,7 @@ def test_sparks_store_keeps_retain_versions_and_races_with_holds_at_the_changelo
     assert not skipped and set(by_format) == {"v1", "v2", "native-v1", "native-v2"}
     native, statebed = by_format["native-v2"], by_format["v2"]
     assert native.spark_conf() == {  # Spark's maintenance window, threads enough that no store's cleanup waits on a held one, often
+        **feature_conf(SPARK_DEFAULTS),  # and Spark's repair features, its defaults set explicitly as in every native run
         "spark.sql.streaming.minBatchesToRetain": "2",
         "spark.sql.streaming.stateStore.numStateStoreMaintenanceThreads": "4",
         "spark.sql.streaming.stateStore.maintenanceInterval": "500ms",

@@ -14,7 +14,8 @@ import java.util.Map;
  * Spark's checkpoint operations as statebed's S3 request log has statebed's own requests
  * (statebed_store.storage.request_log): one JSON line per atomic write, read, listing, existence
  * check, delete (`start`, `end` in epoch seconds, `op`, `file`, `bytes` for writes, `retries` 0,
- * `error` its class or null, `level` "fm": the checkpoint file manager's) and, on S3A, one per S3
+ * `error` its class or null, `level` "fm": the checkpoint file manager's; "fs": an open of the local
+ * FileSystem, `FailpointLocalFileSystem`) and, on S3A, one per S3
  * request the SDK made (`level` "sdk", `S3RequestInterceptor`) in
  * `s3-requests-jvm-<pid>.jsonl` under the directory STATEBED_S3_REQUEST_LOG names. A storage
  * fault on Spark's own store is proven by what it did to these writes, as on statebed's.
@@ -60,6 +61,11 @@ public final class RequestLog {
     /** Append one write; a line that cannot be written is a warning on stderr, never a failed write. */
     static void write(String file, double start, double end, long bytes, Throwable error) {
         log("write", file, start, end, bytes, 0, "fm", error);
+    }
+
+    /** Append one open of the FileSystem (`FailpointLocalFileSystem`): a read past the file manager. */
+    static void opened(String file, double start, double end, Throwable error) {
+        log("read", file, start, end, -1, 0, "fs", error);
     }
 
     /** Append one S3 request of the SDK (`S3RequestInterceptor`): `retries` attempts beyond the first. */

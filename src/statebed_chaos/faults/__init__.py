@@ -30,6 +30,7 @@ KINDS: dict[str, str] = {
     "storage-outage": "toxic_fault",
     "storage-reset": "toxic_fault",
     "cleanup-race": "cleanup_race",
+    "corrupt-snapshot": "corrupt_snapshot",
 }
 
 

@@ -223,10 +223,11 @@ def remove_term(control: Control, point: str, term: str) -> None:
         control.disarm(point)
 
 
-def injection(ctx: FaultContext, spec: FaultSpec) -> tuple[str, dict[str, Any]] | None:
-    """The nemesis's record of this fault's inject (history op type "fault", its id, phase
-    "inject", the facts inject returned): (outcome, facts); None when the history has none."""
-    ops = [op for op in ctx.history.ops("fault") if op.fields.get("id") == spec.id and op.fields.get("phase", "inject") == "inject"]
+def injection(ctx: FaultContext, spec: FaultSpec, phase: str = "inject") -> tuple[str, dict[str, Any]] | None:
+    """The nemesis's record of this fault's inject (history op type "fault", its id, `phase`
+    "inject", or "resume" for `before_resume`; the facts the step returned): (outcome, facts);
+    None when the history has none."""
+    ops = [op for op in ctx.history.ops("fault") if op.fields.get("id") == spec.id and op.fields.get("phase", "inject") == phase]
     if not ops:
         return None
     ok = [op for op in ops if op.outcome == "ok"]

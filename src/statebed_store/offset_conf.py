@@ -1,0 +1,58 @@
+"""The SQL confs Spark records in a query checkpoint's offset log, as a reader needs them.
+
+Spark writes the confs that change what its state files mean (`OffsetSeqMetadata.relevantSQLConfs`:
+the merge operator version, row checksums, ...) into each offset log entry's second line, and on
+restart the checkpoint's values win over the session's. A reader of the state files takes them
+from the newest entry, as Spark does. One reader of that line, for every conf.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from statebed_base.errors import CorruptFileError, UnknownFormatError
+
+from .naming import OFFSETS_DIR, parse_index
+from .storage.base import Storage
+
+__all__ = ["ROW_CHECKSUM_CONF", "OffsetConf", "offset_conf", "refuse_row_checksums"]
+
+ROW_CHECKSUM_CONF = "spark.sql.streaming.stateStore.rowChecksum.enabled"
+
+
+@dataclass(frozen=True)
+class OffsetConf:
+    """The newest offset log entry's conf map (empty when the checkpoint has no offset log), and its file."""
+
+    conf: dict[str, str]
+    source: str
+
+
+def offset_conf(storage: Storage) -> OffsetConf:
+    """The conf the newest offset log entry records; a second line that is no JSON metadata is named."""
+    batches = sorted(b for b in (parse_index(f.name) for f in storage.list(OFFSETS_DIR)) if b is not None)
+    if not batches:
+        return OffsetConf({}, storage.display(OFFSETS_DIR))
+    path = f"{OFFSETS_DIR}/{batches[-1]}"
+    shown = storage.display(path)
+    for line in storage.read(path).decode("utf-8", "replace").splitlines()[1:2]:
+        try:
+            conf = json.loads(line).get("conf", {})
+        except (json.JSONDecodeError, AttributeError):
+            raise CorruptFileError(shown, "second line is not the offset log's JSON metadata") from None
+        if isinstance(conf, dict):
+            return OffsetConf({str(k): str(v) for k, v in conf.items()}, shown)
+    return OffsetConf({}, shown)
+
+
+def refuse_row_checksums(storage: Storage) -> None:
+    """A checkpoint whose rows carry Spark's row checksums (SPARK-54106: a CRC32C and a length before
+    every value, a CRC32C before every deleted key) is not decoded by statebed yet: an
+    UnknownFormatError naming the offset log entry, never state read as if they were not there."""
+    found = offset_conf(storage)
+    if found.conf.get(ROW_CHECKSUM_CONF, "false").strip().lower() == "true":
+        raise UnknownFormatError(
+            found.source,
+            f"records {ROW_CHECKSUM_CONF}=true: statebed does not read Spark's row checksums yet, so it serves none of this state",
+        )

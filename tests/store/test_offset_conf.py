@@ -1,0 +1,67 @@
+"""The offset log's conf map, read once for every conf a reader needs (`statebed_store.offset_conf`),
+and a checkpoint whose rows carry Spark's row checksums refused rather than misread: its values
+start with a CRC32C and a length, its deleted keys with a CRC32C, which statebed does not decode
+yet (issue 40), so no state is served and the lineage verdict is unknown."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from statebed_base.errors import CorruptFileError, UnknownFormatError
+from statebed_store import StoreId, open_storage
+from statebed_store.inspection import committed_ref, dump_state
+from statebed_store.merge import checkpoint_merge_operator
+from statebed_store.offset_conf import ROW_CHECKSUM_CONF, offset_conf
+from statebed_verify import verify_lineage
+
+
+def _with_conf(native: dict[str, Path], tmp_path: Path, **conf: str) -> Path:
+    """Spark 4.3.0's agg checkpoint with `conf` added to its newest offset log entry."""
+    ckpt = shutil.copytree(native["4.3.0"] / "agg", tmp_path / "agg")
+    newest = max((p for p in (ckpt / "offsets").iterdir() if p.name.isdigit()), key=lambda p: int(p.name))
+    lines = newest.read_text().splitlines()
+    meta = json.loads(lines[1])
+    meta["conf"].update(conf)
+    lines[1] = json.dumps(meta)
+    newest.write_text("\n".join(lines) + "\n")
+    return ckpt
+
+
+def test_the_newest_entrys_conf_is_read_and_names_its_file(native: dict[str, Path], tmp_path: Path) -> None:
+    ckpt = _with_conf(native, tmp_path)
+    found = offset_conf(open_storage(ckpt))
+    newest = max(int(p.name) for p in (ckpt / "offsets").iterdir() if p.name.isdigit())
+    assert found.source == str(ckpt / "offsets" / str(newest))
+    assert found.conf["spark.sql.shuffle.partitions"] == "3"
+    assert checkpoint_merge_operator(open_storage(ckpt)).source == found.source
+    assert offset_conf(open_storage(tmp_path / "empty")).conf == {}
+
+
+def test_a_second_line_that_is_no_metadata_is_named(native: dict[str, Path], tmp_path: Path) -> None:
+    ckpt = _with_conf(native, tmp_path)
+    newest = max((p for p in (ckpt / "offsets").iterdir() if p.name.isdigit()), key=lambda p: int(p.name))
+    newest.write_text("v1\n{not json\n")
+    with pytest.raises(CorruptFileError, match="second line is not the offset log's JSON metadata"):
+        offset_conf(open_storage(ckpt))
+
+
+def test_rows_with_checksums_are_refused_not_misread(native: dict[str, Path], tmp_path: Path) -> None:
+    ckpt = _with_conf(native, tmp_path, **{ROW_CHECKSUM_CONF: "true"})
+    storage = open_storage(ckpt)
+    store = StoreId(0, 0)
+    with pytest.raises(UnknownFormatError, match="does not read Spark's row checksums"):
+        list(dump_state(storage, store, committed_ref(storage, store)))
+    report = verify_lineage(storage)
+    assert report.valid == "unknown" and report.anomalies == []
+    assert any(ROW_CHECKSUM_CONF in n for n in report.notes)
+
+
+def test_rows_without_checksums_read_as_before(native: dict[str, Path], tmp_path: Path) -> None:
+    ckpt = _with_conf(native, tmp_path, **{ROW_CHECKSUM_CONF: "false"})
+    storage = open_storage(ckpt)
+    assert list(dump_state(storage, StoreId(0, 0), committed_ref(storage, StoreId(0, 0))))
+    assert verify_lineage(storage).valid is True
