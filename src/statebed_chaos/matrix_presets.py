@@ -124,6 +124,10 @@ FAULTS: dict[str, FaultPlan] = {
     # restart; Spark's defaults, so its auto snapshot repair is on (off, the query fails: the positive
     # control `examples/experiments/corrupt-snapshot-count-native-v2.yaml`)
     "corrupt-snapshot": FaultPlan(batch=3, native_sizes={"snapshot_interval": 1}),
+    # the driver killed as batch 3 starts, one value in the changelog the restarted load replays
+    # changed and the file re-encoded: damage no store can undo, so the cell is invalid by design; what
+    # it measures is Spark's answer (Spark's defaults: no row checksums, the changed value is served)
+    "corrupt-row": FaultPlan(batch=3, native_sizes={"snapshot_interval": 100}),
 }
 
 

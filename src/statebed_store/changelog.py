@@ -167,6 +167,11 @@ class ChangelogHeader:
     lineage: Lineage | None  # None for formats without lineage (v1, v2)
     records_offset: int
 
+    @property
+    def typed(self) -> bool:
+        """Each record starts with its type byte (formats 2 and 4); else a delete has value size -1."""
+        return self.format_version in _TYPED_FORMATS
+
 
 class _NeedMore(Exception):
     """The decompressed prefix ended inside the header."""
@@ -268,7 +273,7 @@ class Changelog:
         """Walk the records, appending them to the lists when given; CorruptFileError at the first bad one."""
         p, pos, n, file = self.payload, self.header.records_offset, len(self.payload), self.file
         unpack = _I32.unpack_from
-        typed = self.header.format_version in _TYPED_FORMATS
+        typed = self.header.typed
         keep = ops is not None and keys is not None and values is not None
         count = 0
         op = PUT

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import re
 import time
+import zlib
 from typing import Any
 
 import google_crc32c
@@ -25,7 +26,7 @@ from statebed_base.jsonsafe import loads_strict
 
 from .naming import sidecar_name
 
-__all__ = ["check_owner", "check_sidecar", "crc32c", "make_sidecar"]
+__all__ = ["check_owner", "check_sidecar", "crc32c", "hadoop_crc", "make_sidecar", "resealed_sidecar"]
 
 _SPARK_TASK = re.compile(r"Task= (\d+)\.\d+, Stage= \d+\.\d+")
 
@@ -34,16 +35,30 @@ def crc32c(data: bytes | memoryview) -> int:
     return int(google_crc32c.value(bytes(data) if isinstance(data, memoryview) else data))
 
 
-def make_sidecar(data: bytes, creator: dict[str, Any] | None = None) -> bytes:
+def _signed_crc(data: bytes) -> int:
+    """CRC32C as Spark's sidecar records it: a Java int."""
     value = crc32c(data)
-    signed = value - (1 << 32) if value >= 1 << 31 else value
+    return value - (1 << 32) if value >= 1 << 31 else value
+
+
+def make_sidecar(data: bytes, creator: dict[str, Any] | None = None) -> bytes:
     doc = {
         "algorithm": "CRC32C",
-        "value": signed,
+        "value": _signed_crc(data),
         "mainFileSize": len(data),
         "timestampMs": int(time.time() * 1000),
         "creator": creator or {},
     }
+    return json.dumps(doc, separators=(",", ":")).encode()
+
+
+def resealed_sidecar(sidecar: bytes, data: bytes, *, file: str) -> bytes:
+    """`sidecar` recording `data` instead (CRC32C and size; its creator and time kept): what a
+    rewrite of a file in place leaves, so that file-level checks still pass (chaos faults only)."""
+    doc = loads_strict(sidecar, file=sidecar_name(file), what="checksum sidecar")
+    if not isinstance(doc, dict):
+        raise CorruptFileError(sidecar_name(file), "checksum sidecar is not a JSON object")
+    doc.update(value=_signed_crc(data), mainFileSize=len(data))
     return json.dumps(doc, separators=(",", ":")).encode()
 
 
@@ -89,3 +104,16 @@ def check_owner(
         raise ForeignFileError(
             file, f"its checksum sidecar says Spark task {task.group(1)} wrote it, not a task of partition {partition}: copied in?"
         )
+
+
+_HADOOP_MAGIC = b"crc\x00"
+_HADOOP_BYTES_PER_CHECKSUM = 512
+
+
+def hadoop_crc(data: bytes) -> bytes:
+    """The hidden `.X.crc` Hadoop's checksummed local file system keeps beside `X`: its magic, the
+    bytes per checksum (512) and a CRC-32 of each 512-byte chunk (big-endian). A tool that rewrites
+    a Spark file in place rewrites this too, or Hadoop's next read fails on the stale one."""
+    n = _HADOOP_BYTES_PER_CHECKSUM
+    crcs = b"".join(zlib.crc32(data[i : i + n]).to_bytes(4, "big") for i in range(0, len(data), n))
+    return _HADOOP_MAGIC + n.to_bytes(4, "big") + crcs

@@ -22,13 +22,16 @@ import os
 import tempfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 from urllib.parse import urlparse
 
 from statebed_base.errors import UsageError
 
 from .formats import STORE_FORMATS, V2, StoreFormat
 from .lineage import CheckpointRef, lineage_to_json
+
+if TYPE_CHECKING:
+    from .row_checksum import RowChecksums
 
 __all__ = ["MAX_SNAPSHOT_INTERVAL", "S3Settings", "StoreOptions", "default_local_dir", "env"]
 
@@ -104,6 +107,9 @@ class StoreOptions:
     hedge_budget: float = 0.05
     # Snapshot files are big: hedging them doubles their bytes on the wire. Off unless asked.
     hedge_snapshots: bool = False
+    # Spark's row checksums, for a reader of a checkpoint that has them (`row_checksum`): every
+    # loaded row verified. None (statebed's own store, Spark's without them): rows are plain.
+    row_checksums: RowChecksums | None = None
 
     def __post_init__(self) -> None:
         if self.format not in STORE_FORMATS:

@@ -18,7 +18,7 @@ import os
 import re
 import shutil
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -102,7 +102,9 @@ class RocksEngine:
         found[order] = list(map(get, keys.take(order).to_pylist()))
         return found.tolist()
 
-    def items(self, start: bytes | None = None, end: bytes | None = None, prefix: bytes | None = None) -> Iterator[tuple[bytes, bytes]]:
+    def items(
+        self, start: bytes | None = None, end: bytes | None = None, prefix: bytes | None = None
+    ) -> Generator[tuple[bytes, bytes], None, None]:
         """Ordered `(key, value)` from `start` (or `prefix`) up to `end` exclusive."""
         it = self.db.iter()
         first = prefix if prefix is not None else start

@@ -34,9 +34,9 @@ from .naming import (
     parse_index,
     parse_state_file,
 )
-from .offset_conf import refuse_row_checksums
 from .plan import LoadPlan
 from .retention import kept_window, needed_names, needed_refs
+from .row_checksum import checkpoint_row_checksums
 from .storage.base import Storage
 from .store import StateStoreProvider
 from .store_files import StoreFiles
@@ -267,16 +267,21 @@ def resolve_target(storage: Storage, store: StoreId, version: int | None, checkp
 
 
 def dump_state(storage: Storage, store: StoreId, ref: CheckpointRef) -> Iterator[tuple[bytes, bytes]]:
-    """Every `(key, value)` of `ref`, rebuilt in a throwaway local instance (never rows whose
-    encoding statebed does not read: `refuse_row_checksums`)."""
-    refuse_row_checksums(storage)
+    """Every `(key, value)` of `ref`, rebuilt in a throwaway local instance. Rows that carry Spark's
+    row checksums are verified as they load and served without them (`row_checksum`)."""
+    rows = checkpoint_row_checksums(storage)
     with tempfile.TemporaryDirectory(prefix="statebed-dump-") as tmp:
-        opts = StoreOptions(local_dir=Path(tmp), format=(V2 if ref.id is not None else V1).store_format)
+        opts = StoreOptions(local_dir=Path(tmp), format=(V2 if ref.id is not None else V1).store_format, row_checksums=rows)
         provider = StateStoreProvider(storage, store, opts, uploader=SnapshotUploader())
         try:
             txn = provider.load(ref.version, ref.id)
             try:
-                yield from txn.items()
+                if rows is None:
+                    yield from txn.items()
+                else:
+                    shown = storage.display(store.dir)
+                    for key, value in txn.items():
+                        yield key, rows.unframe(key, value, file=shown, verify=False)
             finally:
                 txn.abort()
         finally:

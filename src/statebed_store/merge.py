@@ -23,10 +23,17 @@ from statebed_base.errors import CorruptFileError, UnknownFormatError
 
 from .changelog import PUT
 from .engine import Merge
-from .offset_conf import offset_conf
+from .offset_conf import OffsetConf, offset_conf
 from .storage.base import Storage
 
-__all__ = ["MergeOperator", "checkpoint_merge_operator", "configure_snapshot_options", "replay_merge"]
+__all__ = [
+    "MERGE_VERSION_CONF",
+    "MergeOperator",
+    "checkpoint_merge_operator",
+    "configure_snapshot_options",
+    "merge_operator_of",
+    "replay_merge",
+]
 
 MERGE_VERSION_CONF = "spark.sql.streaming.stateStore.rocksdb.mergeOperatorVersion"
 _DELIMITERS = {1: b",", 2: b""}
@@ -39,6 +46,11 @@ class MergeOperator:
 
     version: int | None
     source: str  # the file the version was read from (named in errors)
+
+    @property
+    def delimiter(self) -> bytes | None:
+        """What joins a list's elements (None: the version is unknown)."""
+        return _DELIMITERS.get(self.version) if self.version is not None else None
 
     def merge(self, existing: bytes | None, operand: bytes, *, file: str) -> bytes:
         """RocksDB's result of merging `operand` into `existing` (None: no value yet)."""
@@ -70,7 +82,11 @@ class MergeOperator:
 
 def checkpoint_merge_operator(storage: Storage) -> MergeOperator:
     """The merge operator the newest offset log entry's conf records (Spark reads it from there on restart)."""
-    found = offset_conf(storage)
+    return merge_operator_of(offset_conf(storage))
+
+
+def merge_operator_of(found: OffsetConf) -> MergeOperator:
+    """The merge operator an offset log entry's conf records."""
     raw = found.conf.get(MERGE_VERSION_CONF)
     return MergeOperator(int(raw) if raw is not None and raw.isdigit() else None, found.source)
 
@@ -93,14 +109,16 @@ def configure_snapshot_options(db_dir: Path, operator: Callable[[], MergeOperato
         localfs.atomic_write(f, _OPTIONS_LINE.sub(lambda m: m.group(1) + entry, text))
 
 
-def replay_merge(storage: Storage, file: str) -> Merge:
+def replay_merge(storage: Storage, file: str, *, framed: bool = False) -> Merge:
     """How the replay of changelog `file` folds its merge records (the checkpoint's operator; an
-    error at the first merge when the checkpoint does not record one)."""
+    error at the first merge when the checkpoint does not record one). `framed`: the values carry
+    Spark's row checksums, each operand verified as its own frame (`row_checksum`), so the merged
+    value is whole frames and the length-prefix check does not apply."""
     op = checkpoint_merge_operator(storage)
     if op.version not in _DELIMITERS:
         raise UnknownFormatError(file, f"holds RocksDB merge records but {op.source} records no known {MERGE_VERSION_CONF}")
     return Merge(
         put_op=PUT,
         fold=lambda existing, operand: op.merge(existing, operand, file=file),
-        check=lambda value: op.check(value, file=file),
+        check=(lambda value: None) if framed else (lambda value: op.check(value, file=file)),
     )

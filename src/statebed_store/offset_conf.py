@@ -11,12 +11,12 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from statebed_base.errors import CorruptFileError, UnknownFormatError
+from statebed_base.errors import CorruptFileError
 
 from .naming import OFFSETS_DIR, parse_index
 from .storage.base import Storage
 
-__all__ = ["ROW_CHECKSUM_CONF", "OffsetConf", "offset_conf", "refuse_row_checksums"]
+__all__ = ["ROW_CHECKSUM_CONF", "OffsetConf", "offset_conf"]
 
 ROW_CHECKSUM_CONF = "spark.sql.streaming.stateStore.rowChecksum.enabled"
 
@@ -44,15 +44,3 @@ def offset_conf(storage: Storage) -> OffsetConf:
         if isinstance(conf, dict):
             return OffsetConf({str(k): str(v) for k, v in conf.items()}, shown)
     return OffsetConf({}, shown)
-
-
-def refuse_row_checksums(storage: Storage) -> None:
-    """A checkpoint whose rows carry Spark's row checksums (SPARK-54106: a CRC32C and a length before
-    every value, a CRC32C before every deleted key) is not decoded by statebed yet: an
-    UnknownFormatError naming the offset log entry, never state read as if they were not there."""
-    found = offset_conf(storage)
-    if found.conf.get(ROW_CHECKSUM_CONF, "false").strip().lower() == "true":
-        raise UnknownFormatError(
-            found.source,
-            f"records {ROW_CHECKSUM_CONF}=true: statebed does not read Spark's row checksums yet, so it serves none of this state",
-        )

@@ -14,7 +14,7 @@ import numpy as np
 
 from statebed_base.errors import MisplacedKeyError
 
-from .changelog import PUT, parse_changelog
+from .changelog import DELETE, PUT, parse_changelog
 from .lineage import CheckpointRef
 from .naming import CHANGELOG, SNAPSHOT, StoreId
 from .partitioner import Keys, Partitioner, check_keys
@@ -29,9 +29,15 @@ __all__ = ["check_file", "check_plan_keys", "checked_items", "file_keys"]
 def file_keys(files: StoreFiles, ref: CheckpointRef, kind: str) -> Keys:
     """Every key a changelog touches (puts and deletes) or a snapshot holds; read errors propagate."""
     if kind == CHANGELOG:
-        cl = parse_changelog(files.read_verified(ref, CHANGELOG), file=files.display(ref, CHANGELOG), version=ref.version)
+        shown = files.display(ref, CHANGELOG)
+        cl = parse_changelog(files.read_verified(ref, CHANGELOG), file=shown, version=ref.version)
         fixed = _equal_width_keys(cl.payload, cl.header.records_offset, cl.header.format_version in (2, 4))
-        return fixed if fixed is not None else cl.columns()[1]
+        if fixed is not None:  # puts only: their keys are plain
+            return fixed
+        ops, keys, values = cl.columns()
+        if files.row_checksums is None:
+            return keys
+        return files.row_checksums.replay_columns(ops, keys, values, DELETE, file=shown)  # a delete's key carries its checksum
     return _snapshot_keys(files, ref)
 
 

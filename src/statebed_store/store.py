@@ -188,7 +188,13 @@ class StateStoreProvider:
         """
         self._invalidate()
         for attempt in (1, 2):
-            files = StoreFiles(self.storage, self.store, cache=self.cache, verify_checksums=self.options.checksums)
+            files = StoreFiles(
+                self.storage,
+                self.store,
+                cache=self.cache,
+                verify_checksums=self.options.checksums,
+                row_checksums=self.options.row_checksums,
+            )
             try:
                 self._instance = self._build(files, ref)
                 return
@@ -252,7 +258,9 @@ class StateStoreProvider:
                 cl = parse_changelog(files.read_verified(ref, CHANGELOG), file=shown, version=ref.version)
                 check_link(ref, cl.lineage, prev, file=shown)
                 ops, keys, values = cl.columns()
-                merge = replay_merge(files.storage, shown) if MERGE in ops else None
+                if self.options.row_checksums is not None:
+                    keys = self.options.row_checksums.replay_columns(ops, keys, values, DELETE, file=shown)
+                merge = replay_merge(files.storage, shown, framed=self.options.row_checksums is not None) if MERGE in ops else None
                 self.metrics.records_replayed += engine.apply(ops, keys, values, DELETE, merge=merge)
                 self.metrics.changelogs_replayed += 1
                 prev = ref

@@ -17,16 +17,18 @@ from typing import TypeVar
 
 from statebed_base.errors import CorruptFileError, LineageError, MissingFileError
 
-from .changelog import ChangelogHeader, parse_changelog, read_changelog_header
+from .changelog import DELETE, ChangelogHeader, parse_changelog, read_changelog_header
 from .checksum import check_owner, check_sidecar, crc32c
 from .lineage import CheckpointRef, Lineage
 from .naming import CHANGELOG, SNAPSHOT, SST_DIR, StateFileName, StoreId, parse_state_file, sidecar_main, sidecar_name
+from .row_checksum import RowChecksums, checkpoint_row_checksums
 from .snapshot import ImmutableFile, SnapshotMetadata, check_identity, read_zip
 from .storage.base import FileInfo, Storage
 
 __all__ = ["HeaderCache", "StoreFiles"]
 
 T = TypeVar("T")
+_UNREAD = "unread"  # row checksums not asked for yet: read from the offset log on first use
 
 
 class HeaderCache:
@@ -63,11 +65,13 @@ class StoreFiles:
         listing: Iterable[FileInfo] | None = None,
         cache: HeaderCache | None = None,
         verify_checksums: bool = True,
+        row_checksums: RowChecksums | str | None = _UNREAD,
     ) -> None:
         self.storage = storage
         self.store = store
         self.cache = cache
         self.verify_checksums = verify_checksums
+        self._row_checksums = row_checksums
         infos = list(storage.list(store.dir) if listing is None else listing)
         self.files: dict[StateFileName, FileInfo] = {}
         self.sidecars: dict[str, FileInfo] = {}
@@ -82,6 +86,14 @@ class StoreFiles:
                 self.sidecars[info.name] = info
             else:
                 self.other.append(info)
+
+    @property
+    def row_checksums(self) -> RowChecksums | None:
+        """How the checkpoint frames its rows (`row_checksum`): as given, else read from its offset
+        log once, on first use (a load given None never reads the offset log)."""
+        if isinstance(self._row_checksums, str):
+            self._row_checksums = checkpoint_row_checksums(self.storage)
+        return self._row_checksums
 
     # -- presence -------------------------------------------------------------------
     def has(self, ref: CheckpointRef, kind: str) -> bool:
@@ -169,7 +181,11 @@ class StoreFiles:
 
         def read(shown: str) -> ChangelogHeader:
             cl = parse_changelog(self.read_verified(ref, CHANGELOG), file=shown, version=ref.version)
-            cl.check_records()
+            if self.row_checksums is None:
+                cl.check_records()
+            else:  # every record's checksum too, as a load verifies it
+                ops, keys, values = cl.columns()
+                self.row_checksums.replay_columns(ops, keys, values, DELETE, file=shown)
             return cl.header
 
         header = self._once(ref, CHANGELOG, read, "changelog, whole file checked")

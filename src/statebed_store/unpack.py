@@ -24,6 +24,7 @@ from .engine import RocksEngine
 from .lineage import CheckpointRef
 from .merge import checkpoint_merge_operator, configure_snapshot_options
 from .naming import LOGS_DIR, SNAPSHOT, SST_DIR
+from .row_checksum import RowChecksums
 from .snapshot import ImmutableFile, SnapshotMetadata, check_identity, read_zip
 from .sst_blocks import check_sst_blocks
 from .store_files import StoreFiles
@@ -69,11 +70,20 @@ def open_snapshot(files: StoreFiles, snap: CheckpointRef, db_dir: Path, meta: Sn
     try:
         if unchecked:
             engine.verify()
+        if files.row_checksums is not None:
+            _verify_rows(engine, files.row_checksums, files.display(snap, SNAPSHOT))
     except BaseException:
         with contextlib.suppress(Exception):  # a background compaction that met the same operand fails the close too
             engine.close()
         raise
     return engine
+
+
+def _verify_rows(engine: RocksEngine, rows: RowChecksums, shown: str) -> None:
+    """Every row's checksum, as Spark's reads verify them (the snapshot is named: its SSTs are shared)."""
+    with contextlib.closing(engine.items()) as entries:  # closed at a mismatch too: a live iterator holds the instance open
+        for key, value in entries:
+            rows.unframe(key, value, file=shown)
 
 
 def check_snapshot(files: StoreFiles, snap: CheckpointRef) -> SnapshotMetadata:
@@ -82,7 +92,7 @@ def check_snapshot(files: StoreFiles, snap: CheckpointRef) -> SnapshotMetadata:
     for f, sub, path in check_listed(files, snap, meta):
         if f.crc32c is not None:
             files.checked_once(("contents", path), functools.partial(_contents, files, f, sub))
-    if any(f.crc32c is None for f in meta.sst_files):
+    if any(f.crc32c is None for f in meta.sst_files) or files.row_checksums is not None:
         files.checked_once(("snapshot contents", files.display(snap, SNAPSHOT)), lambda: _scan(files, snap))
     return meta
 

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 from .lineage import KINDS, LineageReport, verify_lineage
+from .repartition_report import RepartitionReport, verify_repartition
 from .result import EXIT_CODES, Anomaly, CheckCrashed, Composite, Report, Verdict, check_safe, compose, merge_verdicts
 from .run_checks import summarise, verify_run
 from .state import StateReport, verify_state
@@ -18,6 +19,7 @@ __all__ = [
     "CheckCrashed",
     "Composite",
     "LineageReport",
+    "RepartitionReport",
     "Report",
     "StateReport",
     "Verdict",
@@ -26,6 +28,7 @@ __all__ = [
     "merge_verdicts",
     "summarise",
     "verify_lineage",
+    "verify_repartition",
     "verify_run",
     "verify_state",
 ]

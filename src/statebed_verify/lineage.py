@@ -43,7 +43,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from statebed_base.errors import CheckpointFileError, ForeignFileError, LineageError, UnknownFormatError, UnplannableError, UsageError
+from statebed_base.errors import CheckpointFileError, ForeignFileError, LineageError, UnplannableError, UsageError
 from statebed_model.spark_features import SnapshotRepair
 from statebed_store import CheckpointRef, CommitLog, HeaderCache, Storage, StoreFiles, StoreId
 from statebed_store.commitlog import CommitRecord, parse_commit
@@ -51,7 +51,6 @@ from statebed_store.formats import V1, V2
 from statebed_store.inspection import committed_store_names, discover_stores, store_index
 from statebed_store.lineage import Lineage
 from statebed_store.naming import CHANGELOG, COMMITS_DIR, DEFAULT_STORE, SNAPSHOT, StateFileName, sidecar_name
-from statebed_store.offset_conf import refuse_row_checksums
 from statebed_store.partitioner import Partitioning, checkpoint_partitioning
 from statebed_store.plan import loadable_plan
 from statebed_store.retention import KeptWindow, kept_window, needed_names, plan_names
@@ -159,12 +158,6 @@ def verify_lineage(
     _check_commit_gaps(ctx, batch_ids)
     kinds = {(V2 if rec.state_ids is not None else V1).name for rec in ctx.commits.values()}
     fmt = "mixed" if len(kinds) > 1 else (kinds.pop() if kinds else V1.name)
-    try:
-        refuse_row_checksums(storage)
-    except UnknownFormatError as e:  # its files' keys and values are not what they seem without the checksums read
-        return LineageReport(
-            valid="unknown", format=fmt, checked={"operators": 0, "partitions": 0, "versions": 0}, notes=[*ctx.notes, str(e)]
-        )
     notes = ctx.notes
     stores = discover_stores(storage, notes)
     ctx.partitioning = checkpoint_partitioning(storage)

@@ -40,6 +40,7 @@ from statebed_base.errors import (
     NotRegularFileError,
     StatebedError,
     StorageError,
+    UnknownFormatError,
     UsageError,
 )
 from statebed_model.native_state import native_state_items, read_reader_check
@@ -162,6 +163,11 @@ def verify_state(run_dir: str | os.PathLike[str] | RunDir, s3: S3Settings | None
             ref, raw = _raw_state(storage, info, p, committed)
         except StorageError:
             raise
+        except UnknownFormatError as e:  # a format this reader does not know: not judged, never misread
+            untranslated.append(p)
+            verdicts.append("unknown")
+            notes.append(f"partition {p}: the committed state is in a format statebed does not read, so it was not judged: {e}")
+            continue
         except StatebedError as e:
             anomalies.append(_anomaly("unloadable-state", f"partition {p}: the committed state does not load: {e}", partition=p))
             continue

@@ -12,23 +12,19 @@ from __future__ import annotations
 import io
 import shutil
 import zipfile
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
+from damage_runs import damage_proof, run_example
 
 from statebed_base.errors import UsageError
-from statebed_chaos.experiment import load_experiment
-from statebed_chaos.experiment_runner import run_experiment
 from statebed_chaos.faults import FaultSpec, NotApplicable, Trigger, fault_class
 from statebed_chaos.faults.corrupt_snapshot import damaged, target_snapshot
 from statebed_model.experimentdir import ExperimentDir
 from statebed_store import open_storage
 from statebed_store.formats import FORMATS
 from statebed_verify import verify_run
-
-EXAMPLES = Path(__file__).parents[2] / "examples" / "experiments"
 
 
 def fault(**params: Any) -> Any:
@@ -80,25 +76,10 @@ def test_params_and_formats_are_checked() -> None:
                 fault().check(name, "local", "local")
 
 
-def _run(tmp_path: Path, name: str) -> Any:
-    exp = load_experiment(EXAMPLES / f"{name}.yaml")
-    exp = replace(exp, verifiers=tuple(v for v in exp.verifiers if v != "baseline"))  # the other verifiers judge it
-    return run_experiment(exp, out_dir=tmp_path / name, progress=False)
-
-
-def _proof(res: Any) -> dict[str, Any]:
-    ev = res.faults[0]
-    assert ev["fired"] is True, (ev["detail"], ev["proof"])
-    proof = {k: v for p in ev["proof"] for k, v in p.items()}
-    assert proof["count"] >= 1 and all(r["file"].endswith("/" + proof["damaged"]["file"]) for r in proof["reads"])
-    assert proof["damaged"]["sha256"][0] != proof["damaged"]["sha256"][1]
-    return proof
-
-
 @pytest.mark.slow
 def test_with_the_repair_off_the_query_fails_and_the_lineage_check_names_the_damaged_zip(tmp_path: Path) -> None:
-    res = _run(tmp_path, "corrupt-snapshot-count-native-v2")
-    proof = _proof(res)
+    res = run_example(tmp_path, "corrupt-snapshot-count-native-v2")
+    proof = damage_proof(res)
     assert proof["spark"]["outcome"] == "query-failed", proof["spark"]
     assert any("CANNOT_LOAD_STATE_STORE" in e for e in proof["spark"]["task_errors"])
     assert res.valid is False
@@ -108,8 +89,8 @@ def test_with_the_repair_off_the_query_fails_and_the_lineage_check_names_the_dam
 
 @pytest.mark.slow
 def test_with_the_repair_on_spark_routes_around_the_damaged_zip_and_the_run_is_valid(tmp_path: Path) -> None:
-    res = _run(tmp_path, "corrupt-snapshot-count-native-v2-repair")
-    proof = _proof(res)
+    res = run_example(tmp_path, "corrupt-snapshot-count-native-v2-repair")
+    proof = damage_proof(res)
     assert proof["spark"]["outcome"] == "repaired", proof["spark"]
     assert "Failed to load snapshot version" in proof["spark"]["log"][0]
     assert res.valid is True, (res.reasons, res.anomalies)

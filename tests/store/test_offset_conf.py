@@ -1,7 +1,6 @@
 """The offset log's conf map, read once for every conf a reader needs (`statebed_store.offset_conf`),
-and a checkpoint whose rows carry Spark's row checksums refused rather than misread: its values
-start with a CRC32C and a length, its deleted keys with a CRC32C, which statebed does not decode
-yet (issue 40), so no state is served and the lineage verdict is unknown."""
+and the row checksums it records followed: a checkpoint that records them but whose rows carry
+none serves nothing (its rows do not verify), never rows read as if the conf were not there."""
 
 from __future__ import annotations
 
@@ -11,11 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from statebed_base.errors import CorruptFileError, UnknownFormatError
+from statebed_base.errors import CorruptFileError
 from statebed_store import StoreId, open_storage
 from statebed_store.inspection import committed_ref, dump_state
 from statebed_store.merge import checkpoint_merge_operator
 from statebed_store.offset_conf import ROW_CHECKSUM_CONF, offset_conf
+from statebed_store.row_checksum import RowChecksumError
 from statebed_verify import verify_lineage
 
 
@@ -49,15 +49,14 @@ def test_a_second_line_that_is_no_metadata_is_named(native: dict[str, Path], tmp
         offset_conf(open_storage(ckpt))
 
 
-def test_rows_with_checksums_are_refused_not_misread(native: dict[str, Path], tmp_path: Path) -> None:
+def test_rows_that_do_not_carry_the_recorded_checksums_are_not_served(native: dict[str, Path], tmp_path: Path) -> None:
     ckpt = _with_conf(native, tmp_path, **{ROW_CHECKSUM_CONF: "true"})
     storage = open_storage(ckpt)
     store = StoreId(0, 0)
-    with pytest.raises(UnknownFormatError, match="does not read Spark's row checksums"):
+    with pytest.raises(RowChecksumError, match="row checksum"):
         list(dump_state(storage, store, committed_ref(storage, store)))
     report = verify_lineage(storage)
-    assert report.valid == "unknown" and report.anomalies == []
-    assert any(ROW_CHECKSUM_CONF in n for n in report.notes)
+    assert report.valid is False and "unreadable-file" in {a.kind for a in report.anomalies}
 
 
 def test_rows_without_checksums_read_as_before(native: dict[str, Path], tmp_path: Path) -> None:

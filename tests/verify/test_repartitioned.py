@@ -14,12 +14,13 @@ from pathlib import Path
 
 import pytest
 from checkpoint_helpers import run_cli
+from snapshot_surgery import rewrite_snapshot, snapshot_rows
 
 from statebed_store import CommitLog, StoreFiles, StoreId, open_storage
 from statebed_store.cleanup import cleanup_checkpoint
 from statebed_store.partitioner import checkpoint_partitioning
 from statebed_store.rebuild import rebuildability, require_rebuildable
-from statebed_verify import verify_lineage
+from statebed_verify import verify_lineage, verify_repartition
 from statebed_verify.partitions import partition_anomalies
 
 sys.path.insert(0, str(Path(__file__).parents[2] / "benchmarks"))
@@ -130,3 +131,53 @@ def test_an_older_snapshot_under_the_repartitions_name_is_a_repartition_mismatch
     (found,) = report.anomalies
     assert (found.kind, found.operator, found.version, found.batches) == ("repartition-mismatch", 0, 6, [4, 5])
     assert str(six) in found.files and "a repartition moves rows" in found.detail
+
+
+# -- `statebed verify repartition`: a correct repartition, and hand-corrupted ones ------------------
+
+
+def _corrupted(tmp_path: Path, change: str) -> tuple[Path, bytes]:
+    """The `up` agg fixture (3 -> 5 partitions as batch 5, version 6) with one key of the new
+    partition 0 moved to partition 3, dropped, or duplicated into partition 3: whole, correct files
+    (`snapshot_surgery`), only the rows differ. Returns the checkpoint and the key."""
+    root = extracted(tmp_path, "up") / "agg"
+    p0, p3 = StoreId(0, 0), StoreId(0, 3)
+    rows = snapshot_rows(root, p0, 6)
+    key = sorted(rows)[0]
+    if change in ("moved", "dropped"):
+        rewrite_snapshot(root, p0, 6, lambda r: {k: v for k, v in r.items() if k != key})
+    if change in ("moved", "duplicated"):
+        rewrite_snapshot(root, p3, 6, lambda r: {**r, key: rows[key]})
+    return root, key
+
+
+def test_a_correct_repartition_is_valid_and_a_checkpoint_without_one_unknown(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    root = extracted(tmp_path, "up") / "agg"
+    report = verify_repartition(open_storage(root))
+    assert report.valid is True
+    doc = report.to_json()
+    assert [(r["operator"], r["batch"], r["version"], r["partitions"], r["valid"]) for r in doc["repartitions"]] == [
+        (0, 5, 6, {"before": 3, "after": 5}, True)
+    ]
+    assert run_cli(capsys, "verify", "repartition", str(root), "--json")[0] == 0
+    plain = tmp_path / "plain"
+    with tarfile.open(NATIVE / "spark-4.3.0.tar.gz") as tar:
+        tar.extractall(plain, filter="data")
+    code, out, _ = run_cli(capsys, "verify", "repartition", str(plain / "spark-4.3.0" / "agg"), "--json")
+    assert code == 3 and json.loads(out)["valid"] == "unknown" and json.loads(out)["repartitions"] == []
+
+
+@pytest.mark.parametrize(
+    ("change", "placement", "rows"),
+    [("moved", False, True), ("dropped", True, False), ("duplicated", False, False)],
+)
+def test_a_key_moved_dropped_or_duplicated_by_the_repartition_is_caught(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], change: str, placement: bool, rows: bool
+) -> None:
+    root, key = _corrupted(tmp_path, change)
+    code, out, _ = run_cli(capsys, "verify", "repartition", str(root), "--json")
+    doc = json.loads(out)
+    assert code == 1 and doc["valid"] is False
+    (rp,) = doc["repartitions"]
+    assert rp["valid"] is False and rp["checks"] == {"placement": placement, "rows": rows, "lineage": True}, rp["anomalies"]
+    assert all(a["version"] == 6 and a["operator"] == 0 for a in rp["anomalies"])

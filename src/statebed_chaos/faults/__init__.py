@@ -31,6 +31,7 @@ KINDS: dict[str, str] = {
     "storage-reset": "toxic_fault",
     "cleanup-race": "cleanup_race",
     "corrupt-snapshot": "corrupt_snapshot",
+    "corrupt-row": "corrupt_row",
 }
 
 

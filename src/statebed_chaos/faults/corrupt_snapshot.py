@@ -55,6 +55,8 @@ __all__ = ["FAULT", "CorruptSnapshot", "damaged", "sparks_answer", "target_snaps
 
 DAMAGES = ("flip", "truncate")
 READS = ("read", "s3:GetObject")  # a whole-file read in the request log: the file manager's or FileSystem's open, S3A's GET
+LOAD_FAILED = "Failed to load snapshot version"  # AutoSnapshotLoader, before it tries an older snapshot
+REPAIR_FAILED = "Auto snapshot repair failed"
 _LOCAL_HEADER = struct.Struct("<4sHHHHHIIIHH")  # a zip entry's local header (30 bytes), before its name and extra field
 
 
@@ -62,6 +64,7 @@ class CorruptSnapshot(Fault):
     kind: ClassVar[str] = "corrupt-snapshot"
     description: ClassVar[str] = "damage the snapshot zip the next load of a store reads (flip a byte, or truncate it)"
     formats: ClassVar[frozenset[str]] = frozenset(n for n in FORMATS if get_format(n).plugin)  # its reads are logged by the plug-in
+    fatal: ClassVar[tuple[str, ...]] = (REPAIR_FAILED,)  # Spark's log lines that say the query cannot go on
 
     def __init__(self, spec: FaultSpec) -> None:
         super().__init__(spec)
@@ -79,8 +82,8 @@ class CorruptSnapshot(Fault):
     def inject(self, ctx: FaultContext) -> dict[str, Any]:
         """Once a snapshot is there to damage (Spark uploads them after the commit, from its
         maintenance), kill the driver (restart) or damage it now."""
-        if not ctx.wait(lambda: _has_target(ctx.query_storage(), self.partition), self.wait_s):
-            target_snapshot(ctx.query_storage(), self.partition)  # raises NoTarget, saying why
+        if not ctx.wait(lambda: self._has_target(ctx.query_storage()), self.wait_s):
+            self.target(ctx.query_storage())  # raises NoTarget, saying why
         if self.restart:
             return kill_driver(ctx, self.spec)
         return self._corrupt(ctx)
@@ -89,17 +92,32 @@ class CorruptSnapshot(Fault):
         """Damage once, after the kill and before the restarted driver loads the store."""
         return self._corrupt(ctx) if self.restart and not self._done else None
 
+    def target(self, storage: Storage) -> str:
+        """The file to damage (NoTarget saying why there is none yet)."""
+        return target_snapshot(storage, self.partition)
+
+    def _has_target(self, storage: Storage) -> bool:
+        try:
+            self.target(storage)
+        except NoTarget:
+            return False
+        return True
+
+    def damage_file(self, storage: Storage, path: str, before: bytes) -> tuple[bytes, dict[str, Any]]:
+        """The damaged bytes, and what the damage changed (for the history)."""
+        return damaged(before, self.damage), {"damage": self.damage}
+
     def _corrupt(self, ctx: FaultContext) -> dict[str, Any]:
         self._done = True
         storage = ctx.query_storage()
-        path = target_snapshot(storage, self.partition)
+        path = self.target(storage)
         before = storage.read(path)
-        after = damaged(before, self.damage)
+        after, facts = self.damage_file(storage, path, before)
         storage.write(path, after)
         return {
             "file": path,
             "shown": storage.display(path),
-            "damage": self.damage,
+            **facts,
             "bytes": [len(before), len(after)],
             "sha256": [hashlib.sha256(before).hexdigest(), hashlib.sha256(after).hexdigest()],
             "at": time.time(),
@@ -114,7 +132,7 @@ class CorruptSnapshot(Fault):
         if not reads:
             return Evidence(False, f"Spark never read {facts['shown']} after it was damaged", proof)
         proof.append({"reads": reads[:5], "count": len(reads)})
-        answer = sparks_answer(ctx, float(facts["at"]))
+        answer = sparks_answer(ctx, float(facts["at"]), self.fatal)
         proof.append({"spark": answer})
         if self.restart:
             ev = restarted(ctx.history.ops("driver"), 0.0, [])
@@ -149,14 +167,6 @@ def target_snapshot(storage: Storage, partition: int) -> str:
     return store.path(StateFileName(plan.snapshot.version, plan.snapshot.id, SNAPSHOT).name)
 
 
-def _has_target(storage: Storage, partition: int) -> bool:
-    try:
-        target_snapshot(storage, partition)
-    except NoTarget:
-        return False
-    return True
-
-
 def damaged(data: bytes, damage: str) -> bytes:
     """`data` with one byte of its zip's first entry's data inverted (flip), or its first half (truncate)."""
     if damage == "truncate":
@@ -186,13 +196,13 @@ def _reads(req: dict[str, Any], path: str, after: float) -> bool:
     return req.get("op") in READS and float(req["start"]) >= after and file.endswith("/" + path)
 
 
-def sparks_answer(ctx: FaultContext, after: float) -> dict[str, Any]:
+def sparks_answer(ctx: FaultContext, after: float, fatal: tuple[str, ...] = (REPAIR_FAILED,)) -> dict[str, Any]:
     """What Spark's own records say it did with the damage: the drivers that ran after it, how they
-    ended, the failed snapshot loads their logs name (`AutoSnapshotLoader`'s ERROR line; in local
-    mode the executors log there too), the failed tasks' errors (event log) and the repairs the
-    query progress counted."""
+    ended, the failed snapshot loads and the `fatal` errors their logs name (`AutoSnapshotLoader`'s
+    ERROR line; in local mode the executors log there too), the failed tasks' errors (event log)
+    and the repairs the query progress counted."""
     drivers = [op for op in ctx.history.ops("driver") if op.end is not None and op.end >= after]
-    lines = [line for op in drivers for line in _log_lines(op.fields.get("stderr"), LOAD_FAILED, REPAIR_FAILED)]
+    lines = [line for op in drivers for line in _log_lines(op.fields.get("stderr"), LOAD_FAILED, *fatal)]
     failed = [op for op in drivers if op.fields.get("exit_code") not in (0, None)]
     log = event_log_or_none(ctx)
     counted = None if log is None else sum(p.metrics.get(REPAIRED_METRIC, 0) for p in log.progress)
@@ -203,19 +213,18 @@ def sparks_answer(ctx: FaultContext, after: float) -> dict[str, Any]:
         REPAIRED_METRIC: counted,
         "drivers": [op.fields.get("exit_code") for op in drivers],
     }
-    if failed or any(REPAIR_FAILED in line for line in lines):
-        why = next((line for line in lines if REPAIR_FAILED in line), None) or (errors[0] if errors else None)
+    said = next((line for line in lines if any(f in line for f in fatal)), None)
+    if failed or said is not None:
+        why = said or (errors[0] if errors else None)
         exits = ", ".join(str(op.fields.get("exit_code")) for op in failed)
         answer.update(outcome="query-failed", detail=f"the query failed (driver exit {exits or 0}): {why or 'no task error was logged'}")
     elif any(LOAD_FAILED in line for line in lines):
         answer.update(outcome="repaired", detail=f"Spark logged {lines[0]!r} and the query went on: its load routed around the snapshot")
     else:
-        answer.update(outcome="no-failure-logged", detail="Spark logged no failed snapshot load")
+        answer.update(outcome="no-failure-logged", detail="Spark logged no failed load and the query went on")
     return answer
 
 
-LOAD_FAILED = "Failed to load snapshot version"  # AutoSnapshotLoader, before it tries an older snapshot
-REPAIR_FAILED = "Auto snapshot repair failed"
 _MAX_LOG = 64 * 1024 * 1024
 
 

@@ -1,4 +1,4 @@
-"""`statebed verify lineage|state`: Jepsen-style verdicts on a checkpoint or a run.
+"""`statebed verify lineage|state|repartition`: Jepsen-style verdicts on a checkpoint or a run.
 
 Exit codes: 0 valid, 1 anomalies found, 2 unusable input, 3 unknown (could not decide,
 e.g. a V1 checkpoint has no ids to check, or the checker itself crashed).
@@ -14,7 +14,18 @@ from typing import Any
 from statebed_base.names import printable
 from statebed_store import S3Settings
 from statebed_store.location import is_remote
-from statebed_verify import EXIT_CODES, CheckCrashed, LineageReport, Report, StateReport, check_safe, verify_lineage, verify_state
+from statebed_verify import (
+    EXIT_CODES,
+    CheckCrashed,
+    LineageReport,
+    RepartitionReport,
+    Report,
+    StateReport,
+    check_safe,
+    verify_lineage,
+    verify_repartition,
+    verify_state,
+)
 
 from ..common import add_checkpoint_args, emit_json, open_checkpoint
 
@@ -33,6 +44,17 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     lin.add_argument("--all-versions", action="store_true", help="check a load plan for every retained version, not only the latest")
     lin.add_argument("--json", action="store_true", help="machine-readable output")
     lin.set_defaults(run=run_lineage)
+    rep = checks.add_parser(
+        "repartition",
+        help="did each offline repartition move the rows to the right partitions, losing and adding none?",
+        description="For each batch where Spark's offline repartition changed an operator's partition count: every key "
+        "in the partition the partitioner assigns under the new count (misplaced-key, cross-partition-key), the same "
+        "(key, value) rows before and after (repartition-mismatch), and the new batch's lineage. Unknown when the "
+        "checkpoint records no repartition.",
+    )
+    add_checkpoint_args(rep)
+    rep.add_argument("--json", action="store_true", help="machine-readable output")
+    rep.set_defaults(run=run_repartition)
     st = checks.add_parser(
         "state",
         help="is the final committed state what the committed inputs must produce?",
@@ -86,6 +108,22 @@ def run_lineage(args: argparse.Namespace) -> int:
                 print(f"  {'':<36} {printable(f)}")
 
     return _check(args, f"lineage {storage.url}", lambda: verify_lineage(storage, all_versions=args.all_versions), human)
+
+
+def run_repartition(args: argparse.Namespace) -> int:
+    storage = open_checkpoint(args)
+
+    def human(report: RepartitionReport) -> None:
+        print(f"{printable(storage.url)}: {VERDICT[report.valid]} — {len(report.repartitions)} repartition(s)")
+        for rp, found in report.repartitions:
+            print(
+                f"  operator {rp.operator}, batch {rp.batch} (version {rp.version}): {rp.before} -> {rp.after} partitions: "
+                f"{VERDICT[not found]}"
+            )
+            for a in found:
+                print(f"    {a.kind:<21} {printable(a.detail)}")
+
+    return _check(args, f"repartition {storage.url}", lambda: verify_repartition(storage), human)
 
 
 def run_state(args: argparse.Namespace) -> int:
