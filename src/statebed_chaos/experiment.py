@@ -251,7 +251,7 @@ def parse_experiment(doc: Any, file: str = "<experiment>") -> Experiment:
     if exp.spark_features is not None and not exp.format.native:
         f.fail(
             "spark_features",
-            f"are Spark's own store's: they need a native format ({', '.join(n for n in FORMATS if get_format(n).native)}), got {exp.format.name}",
+            f"are Spark's own store's: they need a native format ({', '.join(fmt for fmt in FORMATS.values() if fmt.native)}), got {exp.format.name}",
         )
     if exp.timeout_s <= 0:
         f.fail("timeout_s", "must be > 0")

@@ -112,7 +112,7 @@ def job_options(exp: Experiment, seed: int, run_dir: Path) -> JobOptions:
         batches=exp.batches,
         rows_per_batch=exp.rows_per_batch,
         keyspace=exp.keyspace,
-        format=exp.format.name,
+        format=exp.format,
         seed=seed,
     )
 

@@ -25,7 +25,7 @@ from typing import Any, TextIO
 from statebed_base.entry import EXIT_INTERRUPTED
 from statebed_base.errors import StatebedError
 from statebed_model.experimentdir import ExperimentDir
-from statebed_store.formats import NATIVE_V1, V1, V2, Format, get_format
+from statebed_store.formats import NATIVE_V1, V1, V2, Format
 from statebed_verify import EXIT_CODES, Verdict
 from statebed_verify.history import read_history
 from statebed_verify.result import is_store_anomaly
@@ -102,11 +102,11 @@ class MatrixResult:
     notes: list[str] = field(default_factory=list)
 
     def of(self, fmt: Format) -> list[CellRun]:
-        return [r for r in self.runs if get_format(r.cell.format) == fmt]
+        return [r for r in self.runs if r.cell.format == fmt]
 
     def natives(self) -> list[CellRun]:
         """Cells on Spark's own store (native-v1, native-v2, native)."""
-        return [r for r in self.runs if get_format(r.cell.format).native]
+        return [r for r in self.runs if r.cell.format.native]
 
     def v1_controls(self, fmt: Format = V1) -> list[CellRun]:
         """V1 cells (statebed's, or `native-v1`: Spark's own) whose workload makes V1's anomalies
@@ -115,7 +115,7 @@ class MatrixResult:
 
     def native_v2(self) -> list[CellRun]:
         """Cells on Spark's store in checkpoint format 2 (`native-v2`, `native`)."""
-        return [r for r in self.natives() if get_format(r.cell.format).version == 2]
+        return [r for r in self.natives() if r.cell.format.version == 2]
 
     @property
     def v2_all_valid(self) -> bool:

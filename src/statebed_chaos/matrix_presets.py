@@ -38,7 +38,7 @@ class FaultPlan:
 
     batch: int = 2
     for_s: float | None = None
-    params: Callable[[str, int, str], dict[str, Any]] = lambda _format, _seed, _workload: {}  # (format, seed, workload) -> params
+    params: Callable[[Format, int, str], dict[str, Any]] = lambda _format, _seed, _workload: {}  # (format, seed, workload) -> params
     cluster: str | None = None  # None: standalone when the fault needs it, else the preset's
     sizes: dict[str, int] = field(default_factory=dict)  # overrides of the preset's sizes for this fault
     native_sizes: dict[str, int] | None = None  # native-v1 / native-v2 cells' instead (None: the same)
@@ -47,14 +47,14 @@ class FaultPlan:
     companions: tuple[FaultSpec, ...] = ()
     native_companions: tuple[FaultSpec, ...] | None = None  # native-v1 / native-v2 cells' instead (None: the same)
 
-    def companions_for(self, fmt: str) -> tuple[FaultSpec, ...]:
-        return self.native_companions if get_format(fmt).native and self.native_companions is not None else self.companions
+    def companions_for(self, format: Format) -> tuple[FaultSpec, ...]:
+        return self.native_companions if format.native and self.native_companions is not None else self.companions
 
-    def sizes_for(self, fmt: str) -> dict[str, int]:
-        return self.native_sizes if get_format(fmt).native and self.native_sizes is not None else self.sizes
+    def sizes_for(self, format: Format) -> dict[str, int]:
+        return self.native_sizes if format.native and self.native_sizes is not None else self.sizes
 
-    def spec(self, kind: str, fmt: str, seed: int, workload: str = "") -> FaultSpec:
-        return FaultSpec(id="f1", kind=kind, at=Trigger(batch=self.batch), for_s=self.for_s, params=self.params(fmt, seed, workload))
+    def spec(self, kind: str, format: Format, seed: int, workload: str = "") -> FaultSpec:
+        return FaultSpec(id="f1", kind=kind, at=Trigger(batch=self.batch), for_s=self.for_s, params=self.params(format, seed, workload))
 
 
 # A state task of batch 2 held 2 s after loading its state (its input fetched): a straggler for
@@ -81,19 +81,19 @@ _CLEANUP_HOLDS = tuple(
 _NATIVE_CLEANUP_HOLDS = tuple(replace(h, params={"partition": 0, "ms": 3000, "when": "after"}) for h in _CLEANUP_HOLDS)
 
 
-def _restart_params(fmt: str, seed: int, _workload: str) -> dict[str, Any]:
-    return {"step": "at-trigger"} if get_format(fmt).native else {"step": _DRIVER_STEPS[seed % len(_DRIVER_STEPS)]}
+def _restart_params(format: Format, seed: int, _workload: str) -> dict[str, Any]:
+    return {"step": "at-trigger"} if format.native else {"step": _DRIVER_STEPS[seed % len(_DRIVER_STEPS)]}
 
 
-def _pause_params(fmt: str, _seed: int, _workload: str) -> dict[str, Any]:
+def _pause_params(format: Format, _seed: int, _workload: str) -> dict[str, Any]:
     """Native tasks start later after the trigger (the map stage, Python workers): wait longer for the held one."""
-    return {"wait_s": 60} if get_format(fmt).native else {}
+    return {"wait_s": 60} if format.native else {}
 
 
-def _zombie_params(fmt: str, _seed: int, workload: str) -> dict[str, Any]:
+def _zombie_params(format: Format, _seed: int, workload: str) -> dict[str, Any]:
     """bucket-collect on Spark's store: a retry reads the same shuffle blocks, so the zombie must
     outlive its driver and the batch be planned again (`zombie_replan`) for the bucket anomaly."""
-    return {"replan": True, "hold_ms": 120000} if get_format(fmt).plugin and workload == "bucket-collect" else {}
+    return {"replan": True, "hold_ms": 120000} if format.plugin and workload == "bucket-collect" else {}
 
 
 FAULTS: dict[str, FaultPlan] = {
@@ -137,7 +137,7 @@ class Cell:
 
     fault: str
     workload: str
-    format: str
+    format: Format
     seed: int
     experiment: Experiment = field(compare=False)
     where: str = ""  # "-s3" when `--storage s3` moved the cell into the bucket: its name says so
@@ -154,7 +154,7 @@ class Skipped:
 
     fault: str
     workload: str
-    format: str
+    format: Format
     reason: str
 
     def to_json(self) -> dict[str, str]:
@@ -166,12 +166,16 @@ class Preset:
     """Named cells: `combos` lists (fault, workload, format); every combo runs with every seed."""
 
     name: str
-    combos: tuple[tuple[str, str, str], ...]
+    combos: tuple[tuple[str, str, Format], ...]
     seeds: int  # default --seeds
     base: Experiment  # sizes, cluster and storage of every cell (a fault's plan may change cluster/storage)
 
+    def __post_init__(self) -> None:
+        """A combo's format given by name is parsed here, once."""
+        object.__setattr__(self, "combos", tuple((f, w, get_format(m)) for f, w, m in self.combos))
 
-def _product(faults: Sequence[str], workloads: Sequence[str], formats: Sequence[str]) -> tuple[tuple[str, str, str], ...]:
+
+def _product(faults: Sequence[str], workloads: Sequence[str], formats: Sequence[Format]) -> tuple[tuple[str, str, Format], ...]:
     return tuple((f, w, m) for f in faults for w in workloads for m in formats)
 
 
@@ -180,10 +184,10 @@ PRESETS: dict[str, Preset] = {
     "quick": Preset(
         name="quick",
         combos=(
-            ("zombie-upload", "sample3", V1.name),  # the V1 positive control
-            ("zombie-upload", "sample3", V2.name),
-            ("restart-driver", "sample3", V2.name),
-            ("fail-changelog-upload", "bucket-collect", V2.name),
+            ("zombie-upload", "sample3", V1),  # the V1 positive control
+            ("zombie-upload", "sample3", V2),
+            ("restart-driver", "sample3", V2),
+            ("fail-changelog-upload", "bucket-collect", V2),
         ),
         seeds=1,
         base=Experiment(cluster="local", batches=4, rows_per_batch=2000, keyspace=200, partitions=2, workers=2, timeout_s=300.0),
@@ -243,7 +247,9 @@ def plan_cells(
     return cells, skipped
 
 
-def _experiment(preset: Preset, kind: str, workload: str, fmt: str, seed: int, storage: str | None = None, where: str = "") -> Experiment:
+def _experiment(
+    preset: Preset, kind: str, workload: str, fmt: Format, seed: int, storage: str | None = None, where: str = ""
+) -> Experiment:
     plan = FAULTS[kind]
     cls = _fault_class(kind)
     cluster = plan.cluster or ("standalone" if "standalone" in cls.needs else preset.base.cluster)
@@ -252,7 +258,7 @@ def _experiment(preset: Preset, kind: str, workload: str, fmt: str, seed: int, s
         preset.base,
         name=f"{kind}-{workload}-{fmt}{where}",
         workload=workload,
-        format=get_format(fmt),
+        format=fmt,
         cluster=cluster,
         storage=storage,
         seed=seed,
@@ -275,7 +281,7 @@ def _not_applicable(exp: Experiment) -> str | None:
     return _why_not(exp.faults[0], exp.format, exp.cluster, exp.storage)
 
 
-def _why_not(spec: FaultSpec, fmt: str | Format, cluster: str, storage: str) -> str | None:
+def _why_not(spec: FaultSpec, fmt: Format, cluster: str, storage: str) -> str | None:
     """Why `spec` cannot apply to this format, cluster and storage (None: it can)."""
     try:
         _fault_class(spec.kind)(spec).check(fmt, cluster, storage)

@@ -6,13 +6,17 @@ from __future__ import annotations
 
 import sys
 
+from statebed_store.formats import get_format
+
 from .config import JobOptions
 from .runner import run_job
 
 
 def main(argv: list[str]) -> int:
     fmt, run_dir = argv
-    run_job(run_dir, JobOptions(workload="count", format=fmt, batches=3, rows_per_batch=1000, keyspace=100, seed=1), progress=False)
+    run_job(
+        run_dir, JobOptions(workload="count", format=get_format(fmt), batches=3, rows_per_batch=1000, keyspace=100, seed=1), progress=False
+    )
     return 0
 
 

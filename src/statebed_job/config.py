@@ -19,7 +19,6 @@ from statebed_store.location import is_remote
 
 __all__ = ["CONTINUOUS", "SPECULATION_CONF", "Flag", "JobOptions", "flag_of", "run_flags"]
 
-FormatName = str  # a name in statebed_store.formats.FORMATS (`fmt` is its Format)
 ClusterKind = Literal["local", "standalone"]
 
 # Speculation tuned so a task that stalls gets a copy within seconds (Spark's defaults
@@ -68,8 +67,8 @@ class JobOptions:
         default=20_000, metadata={"flag": Flag("--rows-per-batch", "records per batch (default: {default})", "count")}
     )
     keyspace: int = field(default=5_000, metadata={"flag": Flag("--keyspace", "distinct keys (default: {default})", "count")})
-    format: FormatName = field(
-        default=V2.name,
+    format: Format = field(  # a name given here is parsed on construction
+        default=V2,
         metadata={
             "flag": Flag(
                 "--format",
@@ -227,6 +226,7 @@ class JobOptions:
     def __post_init__(self) -> None:
         if self.format not in FORMATS:
             raise FieldError("format", f"must be a format statebed knows ({', '.join(FORMATS)}), got {self.format!r}")
+        object.__setattr__(self, "format", FORMATS[self.format])  # the Format of that name
         self._check_choices()
         for name in ("batches", "partitions", "rows_per_batch", "keyspace", "workers", "snapshot_interval"):
             value = getattr(self, name)
@@ -278,7 +278,7 @@ class JobOptions:
             raise FieldError("sst_grace_s", f"must be 0..604800 seconds, got {g!r}")
 
     def _check_file_manager(self) -> None:
-        if self.checkpoint_file_manager == "abortable" and not (self.fmt.plugin and is_remote(self.checkpoint)):
+        if self.checkpoint_file_manager == "abortable" and not (self.format.plugin and is_remote(self.checkpoint)):
             plugin = ", ".join(f.name for f in FORMATS.values() if f.plugin)
             raise FieldError(
                 "checkpoint_file_manager", f"abortable needs Spark's own store with the plug-in ({plugin}) on an s3:// checkpoint"
@@ -301,14 +301,9 @@ class JobOptions:
         return self.duration_s is not None or self.until_records is not None or self.stop_file is not None
 
     @property
-    def fmt(self) -> Format:
-        """The run's format (`mode` names it)."""
-        return FORMATS[self.format]
-
-    @property
     def native(self) -> bool:
         """On Spark's own RocksDB store rather than statebed's (`Format.native`)."""
-        return self.fmt.native
+        return self.format.native
 
     def slow_task_spec(self) -> tuple[int, int, int] | None:
         if self.slow_task is None:

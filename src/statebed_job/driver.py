@@ -73,7 +73,7 @@ class BatchDriver:
         self.s3 = s3
         self.workload = get_workload(opts.workload)
         self.store_options = StoreOptions(
-            format=opts.fmt.store_format,
+            format=opts.format.store_format,
             snapshot_interval=opts.snapshot_interval,
             retain_versions=opts.retain,  # read by the run's maintenance
             sst_orphan_grace_s=float(opts.sst_grace_s),
@@ -124,7 +124,7 @@ class BatchDriver:
         failpoints.hit("driver.tasks.after")
         outputs = pa.concat_tables([r.outputs for r in chosen]) if chosen else self.workload.empty_output()
         self.run.stage_output(batch_id, outputs)
-        ids = {OPERATOR: [[r.checkpoint_id] for r in chosen]} if self.opts.fmt.ids else None
+        ids = {OPERATOR: [[r.checkpoint_id] for r in chosen]} if self.opts.format.ids else None
         self.log.write(batch_id, ids)
         committed_at = time.time()  # the point of no return: ingest->commit latency ends here
         self._publish(batch_id, outputs)
@@ -165,7 +165,7 @@ class BatchDriver:
                     f"batch {spec.batch_id} partition {r.partition}: task committed version {r.version}, expected {spec.batch_id + 1}"
                 )
             expected = spec.base_ids[r.partition]
-            if self.opts.fmt.ids and r.base_id != expected:
+            if self.opts.format.ids and r.base_id != expected:
                 raise BaseIdMismatchError(
                     f"batch {spec.batch_id} partition {r.partition}: the task built on checkpoint id {r.base_id}, "
                     f"but the commit log committed {expected} for batch {spec.batch_id - 1} ({r.attempt})"

@@ -112,7 +112,7 @@ def _check_checkpoint(storage: Storage, run: RunDir, opts: JobOptions, resume: b
             f"use a new --checkpoint, or `statebed run --resume {run.root}` to continue that run"
         )
     latest = log_.read(batches[-1])
-    if latest is not None and not opts.native and (latest.state_ids is not None) != opts.fmt.ids:
+    if latest is not None and not opts.native and (latest.state_ids is not None) != opts.format.ids:
         kind = "V1" if latest.state_ids is None else "V2"
         raise UsageError(f"{storage.display(COMMITS_DIR)} was written in {kind} format; this run asks for {opts.format}")
 

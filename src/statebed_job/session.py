@@ -55,7 +55,7 @@ def native_conf(opts: JobOptions, run: RunDir) -> dict[str, str]:
     maintenance and its offset / commit logs), plus `native_extra_conf`'s settings."""
     return {
         **NATIVE_CONF,
-        CHECKPOINT_FORMAT_CONF: str(opts.fmt.version),
+        CHECKPOINT_FORMAT_CONF: str(opts.format.version),
         RETAIN_CONF: str(opts.retain),
         **native_extra_conf(opts, run),
     }
@@ -67,7 +67,7 @@ def native_extra_conf(opts: JobOptions, run: RunDir) -> dict[str, str]:
     failpoint control file; a pass-through while nothing is armed. On an s3:// checkpoint the S3A
     twins load too, and `checkpoint_file_manager` picks the Spark manager the plug-in wraps.
     `native` runs as before, without it."""
-    if not opts.fmt.plugin:
+    if not opts.format.plugin:
         return {}
     return plugin_confs(failpoint_control(run), s3a=is_remote(opts.checkpoint), manager=opts.checkpoint_file_manager)
 

@@ -51,7 +51,7 @@ from statebed_model.sources import IngestSource
 from statebed_store import S3Settings, open_storage
 from statebed_store.failpoint_control import Control
 from statebed_store.failpoints import CONTROL_ENV
-from statebed_store.formats import FORMATS, V2, get_format
+from statebed_store.formats import FORMATS, V2, Format
 from statebed_store.naming import commit_path
 from statebed_verify import EXIT_CODES, Verdict, merge_verdicts
 from statebed_verify.history import History
@@ -79,7 +79,7 @@ class LoadOptions:
     keys: str = "uniform"
     keyspace: int = 1000
     batch_size: int = 20
-    format: str = V2.name  # a statebed_store.formats name
+    format: Format = V2  # a name given here is parsed on construction
     partitions: int = 2
     trigger_ms: int = 1000
     seed: int | None = None
@@ -89,6 +89,7 @@ class LoadOptions:
     def __post_init__(self) -> None:
         if self.shape not in SHAPES or self.keys not in KEYS or self.format not in FORMATS:
             raise UsageError(f"--shape {self.shape!r} / keys {self.keys!r} / --format {self.format!r}: unknown")
+        self.format = FORMATS[self.format]
         if min(self.users, self.batch_size, self.partitions, self.keyspace) < 1 or self.spawn_rate <= 0 or self.duration_s <= 0:
             raise UsageError("--users, --spawn-rate, --duration (and batch size, partitions, keyspace) must be > 0")
 
@@ -134,7 +135,7 @@ def run_load(opts: LoadOptions, out: Path, *, say: Callable[[str], None] = lambd
         else random.SystemRandom().randrange(2**31)
     )
     if exp is not None:
-        exp = replace(exp, seed=seed, faults=realise(exp, seed), schedule=None, format=get_format(opts.format))
+        exp = replace(exp, seed=seed, faults=realise(exp, seed), schedule=None, format=opts.format)
         xdir.write_experiment(exp.to_yaml())
     result = LoadResult(run_dir=str(out))
     tracker = Tracker()

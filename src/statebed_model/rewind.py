@@ -30,7 +30,7 @@ from typing import Any
 from statebed_base.errors import UsageError
 from statebed_store.checkpoint_lock import CheckpointLock, lock_checkpoint
 from statebed_store.commitlog import CommitLog
-from statebed_store.formats import V1, get_format
+from statebed_store.formats import V1
 from statebed_store.location import is_remote
 from statebed_store.naming import COMMITS_DIR, CRC_SUFFIX, OFFSETS_DIR, SOURCES_DIR, hadoop_crc_name, parse_batch_id, spark_batch_id
 from statebed_store.rebuild import require_rebuildable
@@ -185,10 +185,10 @@ def _plan_run_dir(root: Path, batch: int) -> RewindPlan:
         raise UsageError(f"{run.info_path}: the run's checkpoint {state} is outside the run directory; rewind it on its own") from None
     plan = _plan(root, "run-dir", state, batch)
     spark = run.spark_checkpoint.relative_to(root).as_posix()
-    moves = [] if get_format(info.format).native else _entries(root, f"{state_rel}/{COMMITS_DIR}", batch)
+    moves = [] if info.format.native else _entries(root, f"{state_rel}/{COMMITS_DIR}", batch)
     moves += _spark_moves(root, spark, batch) + _run_entries(root, batch)
     plan.moves = [(p, p) for p in moves]
-    if get_format(info.format) == V1:
+    if info.format == V1:
         plan.notes.append(
             "format v1: state files after the batch stay and are loaded by name, so a reprocess may read the abandoned timeline"
         )

@@ -48,7 +48,7 @@ from statebed_base.errors import AlreadyExistsError, CorruptFileError, MissingFi
 from statebed_base.jsonsafe import loads_strict
 from statebed_store.commitlog import CommitLog
 from statebed_store.config import S3Settings
-from statebed_store.formats import from_run_json, get_format, to_run_json
+from statebed_store.formats import Format, from_run_json, get_format, to_run_json
 from statebed_store.location import Location, is_remote, parse_location
 from statebed_store.naming import COMMITS_DIR
 from statebed_store.storage import Storage, open_storage
@@ -66,7 +66,7 @@ INPUT_SCHEMA = pa.schema([("id", pa.int64()), ("key", pa.int64()), ("value", pa.
 @dataclass
 class RunInfo:
     workload: str
-    format: str  # a statebed_store.formats name: v1, v2 (statebed's store), native-v1, native-v2, native (Spark's)
+    format: Format  # v1, v2 (statebed's store), native-v1, native-v2, native (Spark's); a name is parsed on construction
     partitions: int
     checkpoint: str  # directory or s3:// URL; relative paths are relative to the run dir
     params: dict[str, Any] = field(default_factory=dict)
@@ -74,6 +74,10 @@ class RunInfo:
     schema: int = RUN_SCHEMA
     source: dict[str, Any] = field(default_factory=dict)  # `Source.describe()`; {} = generated from params (older runs)
     started: bool = True  # False: described (`statebed_job.runner.describe_run`), its job not started yet
+
+    def __post_init__(self) -> None:
+        if isinstance(self.format, str):  # another type: the readers' own type checks name it (`report`)
+            self.format = get_format(self.format, field="mode")
 
     def to_json(self) -> dict[str, Any]:
         """run.json's fields (the format under `mode`)."""
@@ -154,7 +158,7 @@ class RunDir:
     def query_checkpoint(self, info: RunInfo) -> str:
         """Where Spark keeps the run's query checkpoint (offsets, commits, its file source's log;
         a native run's state too): `spark-checkpoint/` here, or a native run's checkpoint URL."""
-        return self.checkpoint_location(info) if get_format(info.format).native else self.location(SPARK_CHECKPOINT)
+        return self.checkpoint_location(info) if info.format.native else self.location(SPARK_CHECKPOINT)
 
     def query_storage(self, info: RunInfo) -> Storage:
         return open_storage(parse_location(self.query_checkpoint(info), self.s3))
@@ -192,12 +196,11 @@ class RunDir:
                 f"{name}: unknown run.json schema {doc.get('schema') if isinstance(doc, dict) else doc!r} (this reader knows {RUN_SCHEMA})"
             )
         try:
-            info = RunInfo.from_json(doc)
+            return RunInfo.from_json(doc)
         except TypeError as e:
             raise UsageError(f"{name}: unexpected or missing fields ({e})") from None
-        if isinstance(info.format, str):  # a wrong type: the readers' own checks name it
-            get_format(info.format, field=f"{name}: mode")  # a name statebed_store.formats knows, or one line
-        return info
+        except UsageError as e:  # the format's name: one line naming the file
+            raise UsageError(f"{name}: {e}") from None
 
     # -- batches --------------------------------------------------------------------------
     @staticmethod
@@ -286,7 +289,7 @@ class RunDir:
         """In a native run the commit log is Spark's: Spark commits batches in order and purges its
         log only below its `minBatchesToRetain` window, so a first entry k means batches 0..k-1
         committed and purged (0: nothing purged, or not Spark's log)."""
-        return ids[0] if ids and get_format(info.format).native else 0
+        return ids[0] if ids and info.format.native else 0
 
     def maintenance(self) -> list[dict[str, Any]]:
         """Every maintenance record so far ([] before the first pass)."""

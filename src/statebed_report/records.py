@@ -26,7 +26,6 @@ from statebed_model.attempts import AttemptRecord, read_attempts
 from statebed_model.eventlog import EventLog, read_event_log
 from statebed_model.experimentdir import ExperimentDir, MatrixDir, read_object
 from statebed_model.rundir import RunDir, RunInfo
-from statebed_store.formats import get_format
 from statebed_store.location import is_remote
 from statebed_store.naming import COMMITS_DIR, CRC_SUFFIX
 from statebed_verify.history import History, Op, read_history
@@ -181,7 +180,7 @@ def _require_finished(run: RunDir, info: RunInfo) -> None:
     commits = Path(loc) / COMMITS_DIR
     if is_remote(loc) or not commits.is_dir() or not any(p.name.isdigit() for p in commits.iterdir()):
         return
-    for name in ["timings"] + ([] if get_format(info.format).native else ["attempts"]):
+    for name in ["timings"] + ([] if info.format.native else ["attempts"]):
         if not (run.root / name).is_dir():
             raise UsageError(f"{run.root / name}: missing (the commit log {commits} names committed batches)")
 

@@ -18,7 +18,7 @@ def run_argv(opts: JobOptions) -> list[str]:
     """The `statebed run` options that give back exactly `opts`. Workload, mode and seed always;
     every other field only when it differs from the default. `stop_file` round-trips when absolute
     (the CLI makes it so)."""
-    argv = ["--workload", opts.workload, *(["--native"] if opts.fmt.legacy else ["--format", opts.format])]
+    argv = ["--workload", opts.workload, *(["--native"] if opts.format.legacy else ["--format", opts.format])]
     argv += ["--seed", str(opts.seed)]
     default = JobOptions(seed=0)
     for name, flag in run_flags().items():

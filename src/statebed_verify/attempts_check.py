@@ -18,7 +18,7 @@ from typing import Any
 from statebed_model.attempts import AttemptRecord, read_attempts
 from statebed_model.rundir import RunDir
 from statebed_store import CommitLog, open_storage
-from statebed_store.formats import V1, get_format
+from statebed_store.formats import V1
 
 from .result import Anomaly, Verdict, merge_verdicts
 
@@ -41,10 +41,10 @@ class AttemptsReport:
 def check_attempts(run: RunDir, orphans: list[dict[str, Any]]) -> AttemptsReport:
     """`orphans`: the lineage verifier's orphan list (partition, version, id, files)."""
     info = run.read_info()
-    if get_format(info.format).native:
+    if info.format.native:
         notes = [f"native run: orphan {o['id']} (partition {o['partition']}, version {o['version']}) not attributed" for o in orphans]
         return AttemptsReport(True, notes=notes, checked={"orphans": len(orphans)})
-    if get_format(info.format) == V1:
+    if info.format == V1:
         return AttemptsReport(True, notes=["v1 run: files carry no ids, nothing to attribute"])
     records = read_attempts(run.root)
     by_id: dict[str, list[AttemptRecord]] = {}

@@ -12,7 +12,6 @@ from statebed_base.errors import StatebedError
 from statebed_model.attempts import AttemptRecord, read_attempts
 from statebed_model.eventlog import EventLog, TaskAttempt, read_event_log
 from statebed_model.rundir import RunDir
-from statebed_store.formats import get_format
 
 from .history import History, Op, Outcome
 
@@ -30,7 +29,7 @@ def add_run_ops(history: History, run: RunDir) -> list[str]:
     except StatebedError as e:
         notes.append(f"no event log: {e}")
         log = EventLog()
-    if get_format(run.read_info().format).native:
+    if run.read_info().format.native:
         for t in log.tasks:
             _op(history, "task-attempt", _spark_outcome(t), t.launch_ms / 1000, _end(t), **_spark_fields(t))
         return notes

@@ -49,7 +49,6 @@ from statebed_model.rundir import INPUT_SCHEMA, MAINTENANCE_LOG, RunDir, RunInfo
 from statebed_model.sources import GroundTruth, open_source, source_log
 from statebed_model.workloads import get_workload
 from statebed_store import CheckpointRef, CommitLog, S3Settings, StoreId, open_storage
-from statebed_store.formats import get_format
 from statebed_store.inspection import dump_state
 from statebed_store.location import is_remote, parse_location
 from statebed_store.partitioner import Partitioner, check_keys, checkpoint_partitioning
@@ -132,9 +131,7 @@ def verify_state(run_dir: str | os.PathLike[str] | RunDir, s3: S3Settings | None
     notes = list(truth.notes)
     if below := run.trimmed_below():
         notes.append(f"batches 0..{below - 1}: committed, their commit-log entries trimmed by the run's maintenance ({MAINTENANCE_LOG})")
-    if get_format(info.format).native and (
-        purged := run.purged_below(info, CommitLog(storage).batch_ids())
-    ):  # statebed's runs: no second listing
+    if info.format.native and (purged := run.purged_below(info, CommitLog(storage).batch_ids())):  # statebed's runs: no second listing
         notes.append(f"batches 0..{purged - 1}: committed, their entries purged from Spark's commit log (minBatchesToRetain)")
     for b, why in truth.unknown.items():
         anomalies.append(_anomaly("missing-input", f"batch {b} is committed but its records are unknown: {why}", batches=[b]))
@@ -175,7 +172,7 @@ def verify_state(run_dir: str | os.PathLike[str] | RunDir, s3: S3Settings | None
         anomalies += _misplaced(storage, partitioner(p), store, ref, keys)
         final_keys.add_keys(store, ref, storage.display(store.dir), keys)
         try:
-            items.extend(native_state_items(storage, store, info.workload, raw, info.partitions) if get_format(info.format).native else raw)
+            items.extend(native_state_items(storage, store, info.workload, raw, info.partitions) if info.format.native else raw)
         except MissingFileError as e:  # native sample3 before any snapshot named its column families: not checkable yet
             untranslated.append(p)
             verdicts.append("unknown")
@@ -183,7 +180,7 @@ def verify_state(run_dir: str | os.PathLike[str] | RunDir, s3: S3Settings | None
         except CheckpointFileError as e:
             anomalies.append(_anomaly("unloadable-state", f"partition {p}: the committed state does not decode: {e}", partition=p))
     anomalies += final_keys.anomalies()
-    if get_format(info.format).native:
+    if info.format.native:
         anomalies += _reader_check(run, committed, notes)
     if not truth.unknown and not untranslated:
         for f in workload.check(inputs, outputs, items):
@@ -276,9 +273,7 @@ def final_state(run: RunDir) -> list[tuple[bytes, bytes]]:
 def _partition_state(storage: Storage, info: RunInfo, partition: int, committed: list[int]) -> list[tuple[bytes, bytes]]:
     _, raw = _raw_state(storage, info, partition, committed)
     return (
-        list(native_state_items(storage, StoreId(OPERATOR, partition), info.workload, raw, info.partitions))
-        if get_format(info.format).native
-        else raw
+        list(native_state_items(storage, StoreId(OPERATOR, partition), info.workload, raw, info.partitions)) if info.format.native else raw
     )
 
 
@@ -291,14 +286,14 @@ def _raw_state(storage: Storage, info: RunInfo, partition: int, committed: list[
         name = storage.display(CommitLog.path(committed[-1]))
         raise MissingFileError(name, "no commit-log entry (trimmed below the retained window): its (version, id) is unknown")
     ref = CheckpointRef(rec.version, rec.id_for(OPERATOR, partition))
-    if get_format(info.format).ids and ref.id is None:
+    if info.format.ids and ref.id is None:
         raise UsageError(f"the commit log of batch {rec.batch_id} records no id for partition {partition}")
     return ref, list(dump_state(storage, StoreId(OPERATOR, partition), ref))
 
 
 def _partitioner(storage: Storage, info: RunInfo, notes: list[str]) -> Callable[[int], Partitioner | None]:
     """Partition -> the partitioner its keys must agree with (None, with a note, when unknown)."""
-    if not get_format(info.format).native:
+    if not info.format.native:
         fixed = run_partitioner(info.workload, info.partitions)
         return lambda p: fixed
     parts = checkpoint_partitioning(storage)

@@ -150,7 +150,7 @@ class Fault(ABC):
 
     kind: ClassVar[str]
     description: ClassVar[str]
-    formats: ClassVar[frozenset[str]] = frozenset(FORMATS)  # formats it applies to
+    formats: ClassVar[frozenset[Format]] = frozenset(FORMATS.values())  # formats it applies to
     needs: ClassVar[frozenset[str]] = frozenset()  # "standalone" (speculation), "s3-proxy" (network faults)
     restarts_driver: bool = False  # the driver is expected to die: the runner restarts it with --resume (a kind, or one fault's params)
     # Spark settings a run needs for this fault to be provable; its baseline runs with them too.
@@ -164,8 +164,12 @@ class Fault(ABC):
         return {}
 
     def check(self, format: str | Format, cluster: str, storage: str) -> None:
-        """Raise NotApplicable (one line, naming the reason) when this fault cannot run here."""
-        if get_format(format).name not in self.formats:
+        """Raise NotApplicable (one line, naming the reason) when this fault cannot run here (a
+        format given by name is parsed here, the one place; kinds add their reasons in `_check`)."""
+        self._check(get_format(format), cluster, storage)
+
+    def _check(self, format: Format, cluster: str, storage: str) -> None:
+        if format not in self.formats:
             raise NotApplicable(f"{self.kind} does not apply to {format} runs (only {', '.join(sorted(self.formats))})")
         if "standalone" in self.needs and cluster != "standalone":
             raise NotApplicable(f"{self.kind} needs cluster: standalone (executors on separate hosts)")

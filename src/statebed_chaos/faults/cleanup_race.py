@@ -47,7 +47,7 @@ __all__ = ["FAULT", "CleanupRace"]
 class CleanupRace(Fault):
     kind: ClassVar[str] = "cleanup-race"
     description: ClassVar[str] = "maintenance after every committed batch, small retention, while attempts race"
-    formats: ClassVar[frozenset[str]] = STATEBED_FORMATS | PLUGIN_FORMATS  # native: Spark's own maintenance races
+    formats: ClassVar[frozenset[Format]] = STATEBED_FORMATS | PLUGIN_FORMATS  # native: Spark's own maintenance races
 
     def __init__(self, spec: FaultSpec) -> None:
         super().__init__(spec)

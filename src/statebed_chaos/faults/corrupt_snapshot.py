@@ -39,7 +39,7 @@ from statebed_base.errors import StatebedError, UsageError
 from statebed_base.localfs import read_regular
 from statebed_model.spark_features import REPAIRED_METRIC
 from statebed_store import StoreFiles
-from statebed_store.formats import FORMATS, get_format
+from statebed_store.formats import PLUGIN_FORMATS, Format
 from statebed_store.inspection import committed_ref, discover_stores
 from statebed_store.naming import SNAPSHOT, StateFileName
 from statebed_store.plan import plan_load
@@ -63,7 +63,7 @@ _LOCAL_HEADER = struct.Struct("<4sHHHHHIIIHH")  # a zip entry's local header (30
 class CorruptSnapshot(Fault):
     kind: ClassVar[str] = "corrupt-snapshot"
     description: ClassVar[str] = "damage the snapshot zip the next load of a store reads (flip a byte, or truncate it)"
-    formats: ClassVar[frozenset[str]] = frozenset(n for n in FORMATS if get_format(n).plugin)  # its reads are logged by the plug-in
+    formats: ClassVar[frozenset[Format]] = PLUGIN_FORMATS  # its reads are logged by the plug-in
     fatal: ClassVar[tuple[str, ...]] = (REPAIR_FAILED,)  # Spark's log lines that say the query cannot go on
 
     def __init__(self, spec: FaultSpec) -> None:

@@ -19,7 +19,7 @@ from typing import Any, ClassVar
 
 from statebed_base.errors import UsageError
 from statebed_model.attempts import read_attempts
-from statebed_store.formats import PLUGIN_FORMATS, STATEBED_FORMATS, Format, get_format
+from statebed_store.formats import PLUGIN_FORMATS, STATEBED_FORMATS, Format
 
 from .base import Evidence, FaultContext, FaultSpec, NotApplicable
 from .failpoint_fault import FailpointFault, filter_text, matching, term_target
@@ -35,7 +35,7 @@ class FailChangelogUpload(FailpointFault):
     description: ClassVar[str] = "one attempt's changelog upload fails once (error before or after the write); Spark retries"
     point = "changelog.upload.before"
     action = "error"
-    formats: ClassVar[frozenset[str]] = STATEBED_FORMATS | PLUGIN_FORMATS  # native: through the JVM plug-in
+    formats: ClassVar[frozenset[Format]] = STATEBED_FORMATS | PLUGIN_FORMATS  # native: through the JVM plug-in
     native_points: ClassVar[dict[str, str]] = {"changelog.upload.before": "native.changelog.upload"}
 
     def __init__(self, spec: FaultSpec) -> None:
@@ -47,9 +47,9 @@ class FailChangelogUpload(FailpointFault):
         self.target = term_target(spec, batch=True, attempt=None)
         self.term = f"{filter_text(self.target)}1*error"
 
-    def check(self, format: str | Format, cluster: str, storage: str) -> None:
-        super().check(format, cluster, storage)
-        if get_format(format).native and cluster == "local":
+    def _check(self, format: Format, cluster: str, storage: str) -> None:
+        super()._check(format, cluster, storage)
+        if format.native and cluster == "local":
             raise NotApplicable(f"{self.kind}: local[N] gives Spark's task one try, so the failed upload would fail the query")
 
     def inject(self, ctx: FaultContext) -> dict[str, Any]:

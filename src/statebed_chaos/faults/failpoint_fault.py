@@ -20,7 +20,7 @@ from typing import Any, ClassVar
 
 from statebed_base.errors import UsageError
 from statebed_job import jvm_plugin  # noqa: F401  (registers the plug-in's native.* points, so the control file accepts them)
-from statebed_store.formats import PLUGIN_FORMATS, STATEBED_FORMATS, Format, get_format
+from statebed_store.formats import PLUGIN_FORMATS, STATEBED_FORMATS, Format
 
 from .base import Evidence, Fault, FaultContext, FaultSpec, NotApplicable
 from .process_faults import add_term, remove_term, task_is
@@ -88,7 +88,7 @@ class FailpointFault(Fault):
     Subclasses set `point`, `action` (the firing action that proves it, e.g. "drop") and build
     `self.target` (the task filter) and `self.term` (the whole term, filter included)."""
 
-    formats: ClassVar[frozenset[str]] = STATEBED_FORMATS  # statebed's failpoints; native Spark has none
+    formats: ClassVar[frozenset[Format]] = STATEBED_FORMATS  # statebed's failpoints; native Spark has none
     point: str  # a class default; a fault may choose it per instance (e.g. `when: after`)
     action: str
     arm_at_inject: ClassVar[bool] = False  # armed for a window (trigger .. heal) instead of the whole run
@@ -100,9 +100,9 @@ class FailpointFault(Fault):
         self.term = ""
         self._armed: str | None = None
 
-    def check(self, format: str | Format, cluster: str, storage: str) -> None:
-        super().check(format, cluster, storage)
-        if get_format(format).native and self.point not in self.native_points:
+    def _check(self, format: Format, cluster: str, storage: str) -> None:
+        super()._check(format, cluster, storage)
+        if format.native and self.point not in self.native_points:
             raise NotApplicable(f"{self.kind} at {self.point} has no point in Spark's checkpoint I/O")
 
     def _bind(self, ctx: FaultContext) -> None:
@@ -151,7 +151,7 @@ class _SnapshotUploadFault(FailpointFault):
 
     point = "snapshot.upload.before"
     arm_at_inject: ClassVar[bool] = True
-    formats: ClassVar[frozenset[str]] = STATEBED_FORMATS | PLUGIN_FORMATS  # native: through the JVM plug-in
+    formats: ClassVar[frozenset[Format]] = STATEBED_FORMATS | PLUGIN_FORMATS  # native: through the JVM plug-in
     native_points: ClassVar[dict[str, str]] = {"snapshot.upload.before": "native.snapshot.upload"}
 
     def __init__(self, spec: FaultSpec) -> None:

@@ -19,7 +19,7 @@ from typing import Any, ClassVar
 
 from statebed_base.errors import UsageError
 from statebed_model.attempts import read_attempts
-from statebed_store.formats import STATEBED_FORMATS
+from statebed_store.formats import STATEBED_FORMATS, Format
 
 from .base import Evidence, Fault, FaultContext, FaultSpec
 from .process_faults import NoTarget, add_term, brief, event_log_or_none, injection, remove_term, running_attempts
@@ -32,7 +32,7 @@ HOLD_POINT = "task.load.after"
 class KillPythonWorker(Fault):
     kind: ClassVar[str] = "kill-python-worker"
     description: ClassVar[str] = "SIGKILL the Python worker running a state task"
-    formats: ClassVar[frozenset[str]] = STATEBED_FORMATS
+    formats: ClassVar[frozenset[Format]] = STATEBED_FORMATS
 
     def __init__(self, spec: FaultSpec) -> None:
         super().__init__(spec)

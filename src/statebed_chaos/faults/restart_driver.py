@@ -19,7 +19,7 @@ import signal
 from typing import Any, ClassVar
 
 from statebed_base.errors import UsageError
-from statebed_store.formats import Format, get_format
+from statebed_store.formats import Format
 from statebed_verify.history import Op
 
 from .base import Evidence, Fault, FaultContext, FaultSpec, NotApplicable
@@ -59,11 +59,10 @@ class RestartDriver(Fault):
     def point(self, format: Format) -> str | None:
         return STEPS[self.step(format)]
 
-    def check(self, format: str | Format, cluster: str, storage: str) -> None:
-        super().check(format, cluster, storage)
-        fmt = get_format(format)
-        if fmt.native and self.point(fmt) is not None:
-            raise NotApplicable(f"{self.kind} step {self.step(fmt)} needs statebed's driver failpoints; native runs use step at-trigger")
+    def _check(self, format: Format, cluster: str, storage: str) -> None:
+        super()._check(format, cluster, storage)
+        if format.native and self.point(format) is not None:
+            raise NotApplicable(f"{self.kind} step {self.step(format)} needs statebed's driver failpoints; native runs use step at-trigger")
 
     def prepare(self, ctx: FaultContext) -> None:
         point = self.point(ctx.format)

@@ -27,7 +27,7 @@ from typing import Any, ClassVar
 from statebed_base.errors import UsageError
 from statebed_model.rewind import plan_rewind
 from statebed_model.rewind_journal import Journal, last_journal
-from statebed_store.formats import Format, get_format
+from statebed_store.formats import Format
 from statebed_store.naming import COMMITS_DIR
 
 from .base import Evidence, Fault, FaultContext, FaultSpec, NotApplicable
@@ -64,11 +64,10 @@ class RewindReprocess(Fault):
         native = format.native
         return (not native if self.drop_snapshots is None else self.drop_snapshots), (not native if self.diverge is None else self.diverge)
 
-    def check(self, format: str | Format, cluster: str, storage: str) -> None:
-        super().check(format, cluster, storage)
-        fmt = get_format(format)
-        drop, diverge = self._uses(fmt)
-        if fmt.native and (drop or diverge):
+    def _check(self, format: Format, cluster: str, storage: str) -> None:
+        super()._check(format, cluster, storage)
+        drop, diverge = self._uses(format)
+        if format.native and (drop or diverge):
             raise NotApplicable(f"{self.kind} drop_snapshots / diverge need statebed's failpoints; native runs set both false")
         if storage != "local":
             raise NotApplicable(f"{self.kind} needs storage: local (a rewind moves checkpoint files by rename)")

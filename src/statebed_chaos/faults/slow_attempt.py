@@ -23,7 +23,7 @@ from typing import Any, ClassVar
 
 from statebed_base.errors import UsageError
 from statebed_job import jvm_plugin  # noqa: F401  (registers the plug-in's native.* points, so the control file accepts them)
-from statebed_store.formats import PLUGIN_FORMATS, STATEBED_FORMATS, V2, Format, get_format
+from statebed_store.formats import PLUGIN_FORMATS, STATEBED_FORMATS, V2, Format
 
 from .base import Evidence, Fault, FaultContext, FaultSpec, NotApplicable
 from .failpoint_fault import attempt0_filter, filter_text
@@ -38,7 +38,7 @@ NATIVE_POINT = "native.changelog.upload"  # Spark's store: the changelog close i
 class SlowAttempt(Fault):
     kind: ClassVar[str] = "slow-attempt"
     description: ClassVar[str] = "attempt 0 of one state task stays alive but slow, after (or before) its commit"
-    formats: ClassVar[frozenset[str]] = STATEBED_FORMATS | PLUGIN_FORMATS  # native: through the JVM plug-in
+    formats: ClassVar[frozenset[Format]] = STATEBED_FORMATS | PLUGIN_FORMATS  # native: through the JVM plug-in
 
     def __init__(self, spec: FaultSpec) -> None:
         super().__init__(spec)
@@ -53,9 +53,9 @@ class SlowAttempt(Fault):
         self.term = self._term(V2)  # statebed's formats; a native run rebinds it (`_bind`)
         self._armed: str | None = None
 
-    def check(self, format: str | Format, cluster: str, storage: str) -> None:
-        super().check(format, cluster, storage)
-        if get_format(format).native and self.when != "after":
+    def _check(self, format: Format, cluster: str, storage: str) -> None:
+        super()._check(format, cluster, storage)
+        if format.native and self.when != "after":
             raise NotApplicable(
                 f"{self.kind} when: {self.when} has no point in Spark's checkpoint I/O (native: when: after, the changelog close)"
             )

@@ -70,7 +70,7 @@ from typing import Any, ClassVar
 
 from statebed_base.errors import UsageError
 from statebed_model.eventlog import EventLog, TaskAttempt
-from statebed_store.formats import PLUGIN_FORMATS, STATEBED_FORMATS, Format, get_format
+from statebed_store.formats import PLUGIN_FORMATS, STATEBED_FORMATS, Format
 
 from .base import Evidence, Fault, FaultContext, FaultSpec, NotApplicable
 from .failpoint_fault import filter_text, matching, positive, term_target
@@ -119,7 +119,7 @@ class ZombieUpload(Fault):
     description: ClassVar[str] = (
         "a losing attempt's changelog or snapshot upload is held until the accepted attempt wrote the same version, then released"
     )
-    formats: ClassVar[frozenset[str]] = STATEBED_FORMATS | PLUGIN_FORMATS  # native: the JVM plug-in's delayed close
+    formats: ClassVar[frozenset[Format]] = STATEBED_FORMATS | PLUGIN_FORMATS  # native: the JVM plug-in's delayed close
     needs: ClassVar[frozenset[str]] = frozenset({"standalone"})  # speculation launches the copy (native: task retries)
 
     def __init__(self, spec: FaultSpec) -> None:
@@ -144,9 +144,9 @@ class ZombieUpload(Fault):
             else NativeZombie(spec.at.batch, self.zombie["partition"], self.hold_ms, what)
         )
 
-    def check(self, format: str | Format, cluster: str, storage: str) -> None:
-        super().check(format, cluster, storage)
-        if get_format(format).native:
+    def _check(self, format: Format, cluster: str, storage: str) -> None:
+        super()._check(format, cluster, storage)
+        if format.native:
             self.native.check()
         elif self.restarts_driver:
             raise NotApplicable(f"{self.kind} with replan: true is Spark's own delayed close: native-v1 / native-v2 runs only")

@@ -24,7 +24,6 @@ from statebed_model.rundir import RunDir
 from statebed_store import S3Settings, Storage
 from statebed_store.cleanup import DELETE_BATCH, CheckpointCleanup, cleanup_checkpoint
 from statebed_store.config import StoreOptions
-from statebed_store.formats import get_format
 from statebed_store.location import is_remote
 from statebed_store.naming import COMMITS_DIR, OFFSETS_DIR, hadoop_crc_name
 
@@ -90,7 +89,7 @@ def _target(args: argparse.Namespace) -> Target:
 
 def _run_dir(run: RunDir, args: argparse.Namespace, root: Path | None) -> Target:
     info = run.read_info()
-    if get_format(info.format).native:  # native, native-v1, native-v2: Spark's checkpoint, Spark's maintenance owns it
+    if info.format.native:  # native, native-v1, native-v2: Spark's checkpoint, Spark's maintenance owns it
         return Target(open_location(args, str(run.spark_checkpoint)), "spark", root)
     return Target(open_location(args, run.checkpoint_location(info)), "run-dir", root)
 

@@ -20,7 +20,7 @@ from statebed_chaos.experiment import load_experiment
 from statebed_chaos.limits import MAX_DURATION_S, MAX_SIZES
 from statebed_load.load_run import KEYS, SHAPES, LoadOptions, run_load
 from statebed_load.prometheus import PROMETHEUS_HELP, prometheus_for_run
-from statebed_store.formats import FORMATS, V2
+from statebed_store.formats import FORMATS, V2, get_format
 
 from ..common import bounded_int, duration_arg, non_negative_int, positive_int
 from .run import positive_float
@@ -78,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
         keys=args.keys,
         keyspace=args.keyspace,
         batch_size=args.batch_size,
-        format=args.format or (exp.format.name if exp is not None else V2.name),
+        format=get_format(args.format, field="--format") if args.format else (exp.format if exp is not None else V2),
         partitions=args.partitions,
         trigger_ms=args.trigger_ms,
         seed=args.seed,
