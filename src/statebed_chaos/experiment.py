@@ -22,7 +22,7 @@ from statebed_base.names import path_segment
 from statebed_model.native_state import NATIVE_WORKLOADS
 from statebed_model.spark_features import FEATURES, SPARK_DEFAULTS, feature_conf
 from statebed_model.workloads import WORKLOADS
-from statebed_store.formats import FORMATS, V2, Format, get_format
+from statebed_store.formats import FORMATS, NATIVE_FORMATS, V2, Format, get_format
 
 from .faults import FaultSpec, NotApplicable, Trigger, fault_class
 from .limits import MAX_EXPERIMENT_BYTES, MAX_FAULT_S, MAX_PARAM_MS, MAX_SEED, MAX_SIZES, MAX_TIMEOUT_S
@@ -251,7 +251,7 @@ def parse_experiment(doc: Any, file: str = "<experiment>") -> Experiment:
     if exp.spark_features is not None and not exp.format.native:
         f.fail(
             "spark_features",
-            f"are Spark's own store's: they need a native format ({', '.join(fmt for fmt in FORMATS.values() if fmt.native)}), got {exp.format.name}",
+            f"are Spark's own store's: they need a native format ({', '.join(sorted(NATIVE_FORMATS))}), got {exp.format.name}",
         )
     if exp.timeout_s <= 0:
         f.fail("timeout_s", "must be > 0")

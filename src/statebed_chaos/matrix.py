@@ -101,17 +101,17 @@ class MatrixResult:
     interrupted: str | None = None  # the cell that was running when Ctrl-C came
     notes: list[str] = field(default_factory=list)
 
-    def of(self, fmt: Format) -> list[CellRun]:
-        return [r for r in self.runs if r.cell.format == fmt]
+    def of(self, format: Format) -> list[CellRun]:
+        return [r for r in self.runs if r.cell.format == format]
 
     def natives(self) -> list[CellRun]:
         """Cells on Spark's own store (native-v1, native-v2, native)."""
         return [r for r in self.runs if r.cell.format.native]
 
-    def v1_controls(self, fmt: Format = V1) -> list[CellRun]:
+    def v1_controls(self, format: Format = V1) -> list[CellRun]:
         """V1 cells (statebed's, or `native-v1`: Spark's own) whose workload makes V1's anomalies
         visible (random choices per attempt)."""
-        return [r for r in self.of(fmt) if r.cell.workload in NONDETERMINISTIC]
+        return [r for r in self.of(format) if r.cell.workload in NONDETERMINISTIC]
 
     def native_v2(self) -> list[CellRun]:
         """Cells on Spark's store in checkpoint format 2 (`native-v2`, `native`)."""
@@ -347,11 +347,11 @@ def render_table(result: MatrixResult) -> str:
     for s in result.skipped:
         rows.setdefault((s.fault, s.workload), {})[s.format] = "n/a"
     for (fault, workload), cols in rows.items():
-        for fmt in FORMATS:
-            mine = [r for r in result.runs if (r.cell.fault, r.cell.workload, r.cell.format) == (fault, workload, fmt)]
+        for format in FORMATS:
+            mine = [r for r in result.runs if (r.cell.fault, r.cell.workload, r.cell.format) == (fault, workload, format)]
             if mine:
                 c = _counts(mine, total="n")
-                cols[fmt] = f"{c['valid']}/{c['invalid']}/{c['unknown']}"
+                cols[format] = f"{c['valid']}/{c['invalid']}/{c['unknown']}"
     width = max([len(f) for f, _ in rows] + [5])
     lines = [f"{'fault':<{width}}  {'workload':<14}  " + "  ".join(f"{m:<10}" for m in FORMATS) + "  (valid/invalid/unknown)"]
     for (fault, workload), cols in rows.items():

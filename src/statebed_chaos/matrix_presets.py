@@ -237,18 +237,18 @@ def plan_cells(
                 raise UsageError(f"{flag}: {v!r} selects no cell of the {preset.name} preset with the other filters")
     cells: list[Cell] = []
     skipped: list[Skipped] = []
-    for fault, workload, fmt in combos:
-        exps = [_experiment(preset, fault, workload, fmt, seed, storage, where) for seed in range(1, seeds + 1)]
+    for fault, workload, format in combos:
+        exps = [_experiment(preset, fault, workload, format, seed, storage, where) for seed in range(1, seeds + 1)]
         reason = _not_applicable(exps[0])
         if reason is not None:
-            skipped.append(Skipped(fault, workload, fmt, reason))
+            skipped.append(Skipped(fault, workload, format, reason))
             continue
-        cells += [Cell(fault, workload, fmt, e.seed or 0, e, where) for e in exps]
+        cells += [Cell(fault, workload, format, e.seed or 0, e, where) for e in exps]
     return cells, skipped
 
 
 def _experiment(
-    preset: Preset, kind: str, workload: str, fmt: Format, seed: int, storage: str | None = None, where: str = ""
+    preset: Preset, kind: str, workload: str, format: Format, seed: int, storage: str | None = None, where: str = ""
 ) -> Experiment:
     plan = FAULTS[kind]
     cls = _fault_class(kind)
@@ -256,14 +256,17 @@ def _experiment(
     storage = "s3" if "s3-proxy" in cls.needs else (storage or preset.base.storage)
     return replace(
         preset.base,
-        name=f"{kind}-{workload}-{fmt}{where}",
+        name=f"{kind}-{workload}-{format}{where}",
         workload=workload,
-        format=fmt,
+        format=format,
         cluster=cluster,
         storage=storage,
         seed=seed,
-        faults=[plan.spec(kind, fmt, seed, workload), *(c for c in plan.companions_for(fmt) if _why_not(c, fmt, cluster, storage) is None)],
-        **plan.sizes_for(fmt),  # type: ignore[arg-type]
+        faults=[
+            plan.spec(kind, format, seed, workload),
+            *(c for c in plan.companions_for(format) if _why_not(c, format, cluster, storage) is None),
+        ],
+        **plan.sizes_for(format),  # type: ignore[arg-type]
     )
 
 
@@ -281,10 +284,10 @@ def _not_applicable(exp: Experiment) -> str | None:
     return _why_not(exp.faults[0], exp.format, exp.cluster, exp.storage)
 
 
-def _why_not(spec: FaultSpec, fmt: Format, cluster: str, storage: str) -> str | None:
+def _why_not(spec: FaultSpec, format: Format, cluster: str, storage: str) -> str | None:
     """Why `spec` cannot apply to this format, cluster and storage (None: it can)."""
     try:
-        _fault_class(spec.kind)(spec).check(fmt, cluster, storage)
+        _fault_class(spec.kind)(spec).check(format, cluster, storage)
     except NotApplicable as e:
         return str(e)
     return None

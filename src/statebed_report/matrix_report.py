@@ -41,18 +41,18 @@ def _verdict_table(runs: list[dict[str, Any]], skipped: list[dict[str, Any]], li
     na = {(str(s.get("fault")), str(s.get("workload")), str(s.get("format"))): str(s.get("reason")) for s in skipped}
     for fault, workload, _fmt in na:
         rows.setdefault((fault, workload), {})
-    present = {str(r.get("format")) for r in runs} | {fmt for _, _, fmt in na}
+    present = {str(r.get("format")) for r in runs} | {format for _, _, format in na}
     formats = [*FORMATS, *sorted(present - set(FORMATS))]  # a record's older formats (`native`) keep their column
     out = []
     for (fault, workload), cols in rows.items():
         tds = [h.cell(fault), h.cell(workload)]
-        for fmt in formats:
-            mine = cols.get(fmt)
+        for format in formats:
+            mine = cols.get(format)
             if mine:
                 merged = merge_verdicts(h.as_verdict(r.get("valid")) for r in mine)
                 tds.append(f'<td class="{_cls(merged)}">' + "<br>".join(_link(r, links) for r in mine) + "</td>")
-            elif (fault, workload, fmt) in na:
-                tds.append(f'<td class="na" title="{h.esc(na[(fault, workload, fmt)])}">n/a</td>')
+            elif (fault, workload, format) in na:
+                tds.append(f'<td class="na" title="{h.esc(na[(fault, workload, format)])}">n/a</td>')
             else:
                 tds.append("<td></td>")
         out.append(tds)
