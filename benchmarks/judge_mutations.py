@@ -62,6 +62,7 @@ TARBALLS = {
     "4.3.0-repartitioned-down": ("agg",),  # 5 -> 2 partitions at batch 5
     "4.3.0-cleanup-race": ("count",),  # Spark's maintenance stopped mid-pass (tests/fixtures/make_cleanup_race_fixture.py)
     "4.3.0-rowchecksum": ("agg", "dedup_agg", "join"),  # rowChecksum.enabled: every row framed with its CRC32C
+    "4.3.0-repartitioned-tws": ("tws",),  # transformWithState 2 -> 3 partitions: column family ids renumbered
 }
 DAMAGE = ("delete", "truncate", "flip", "other-partition", "older-version")
 

@@ -18,14 +18,16 @@ from .naming import StoreId
 from .storage.base import Storage
 from .store_files import StoreFiles
 
-__all__ = ["column_family_ids", "in_family", "select_column_family"]
+__all__ = ["column_family_ids", "column_family_names_at", "in_family", "select_column_family"]
 
 _ID_BYTES = 2
 
 
-def _mapping(files: StoreFiles) -> dict[str, int]:
-    """The newest readable snapshot metadata's mapping in one store ({} when none records one)."""
-    for ref in sorted((r for r in files.refs() if files.has_snapshot(r)), key=lambda r: r.version, reverse=True):
+def _mapping(files: StoreFiles, version: int | None = None) -> dict[str, int]:
+    """The newest readable snapshot metadata's mapping in one store, of a version up to `version`
+    when given ({} when none records one)."""
+    snapshots = [r for r in files.refs() if files.has_snapshot(r) and (version is None or r.version <= version)]
+    for ref in sorted(snapshots, key=lambda r: r.version, reverse=True):
         try:
             raw = files.snapshot_metadata(ref).extra.get("columnFamilyMapping")
         except StatebedError:
@@ -43,6 +45,13 @@ def column_family_ids(storage: Storage, store: StoreId, stores: Iterable[StoreId
         if found:
             return found
     return {}
+
+
+def column_family_names_at(files: StoreFiles, version: int) -> dict[int, str]:
+    """Id -> name of the families in force at `version` of one store: the mapping of its newest
+    snapshot up to that version. Spark's offline repartition writes the new partitions' snapshots
+    with ids assigned afresh, so one store's ids can mean other families before and after it."""
+    return {v: k for k, v in _mapping(files, version).items()}
 
 
 def select_column_family(storage: Storage, store: StoreId, stores: Iterable[StoreId], name: str) -> bytes:

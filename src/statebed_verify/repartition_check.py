@@ -25,6 +25,7 @@ import numpy as np
 
 from statebed_base.errors import StatebedError
 from statebed_store import CheckpointRef, StoreFiles, StoreId
+from statebed_store.column_families import column_family_names_at
 from statebed_store.commitlog import CommitRecord
 from statebed_store.inspection import dump_state
 from statebed_store.naming import CHANGELOG, DEFAULT_STORE, SNAPSHOT
@@ -67,8 +68,14 @@ def repartitions(commits: Mapping[int, CommitRecord]) -> list[Repartition]:
 
 
 def _rows(storage: Storage, store: StoreId, ref: CheckpointRef) -> np.ndarray:
-    """One 64-bit hash per (key, value) row of `store` at `ref` (Python's `hash`: stable within a process)."""
-    return np.fromiter((hash(row) for row in dump_state(storage, store, ref)), dtype=np.int64)
+    """One 64-bit hash per (key, value) row of `store` at `ref` (Python's `hash`: stable within a
+    process). A transformWithState store's key starts with its column family's id, which Spark's
+    repartition may assign afresh: such a row is hashed with the family's name in place of its id."""
+    names = column_family_names_at(StoreFiles(storage, store), ref.version)
+    rows = dump_state(storage, store, ref)
+    if not names:
+        return np.fromiter((hash(row) for row in rows), dtype=np.int64)
+    return np.fromiter((hash((names.get(int.from_bytes(k[:2], "little"), k[:2]), k[2:], v)) for k, v in rows), dtype=np.int64)
 
 
 def _side(storage: Storage, stores: Iterable[tuple[StoreId, str | None]], version: int) -> dict[StoreId, np.ndarray] | StatebedError:
