@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -29,10 +28,11 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).parent))
 
 import spark_checkpoints as sc
+from repartition_operators import judged, spark_error
 
 from statebed_store import open_storage
 from statebed_store.commitlog import CommitLog
-from statebed_verify import verify_lineage, verify_repartition
+from statebed_verify import verify_lineage
 
 CHILD = """
 import sys
@@ -48,11 +48,6 @@ KILL_WAIT_S = 300.0
 
 def _offsets(ckpt: Path) -> set[int]:
     return {int(p.name) for p in (ckpt / "offsets").iterdir() if p.name.isdigit()}
-
-
-def _error_class(e: BaseException) -> str:
-    found = re.search(r"\[[A-Z][A-Z0-9_.]+\][^\n]*", str(e))
-    return (found.group(0) if found else f"{type(e).__name__}: {str(e).strip().splitlines()[0]}")[:400]
 
 
 def kill_mid_repartition(ckpt: Path, scratch: Path, partitions: int) -> dict[str, Any]:
@@ -89,10 +84,10 @@ def restart(spark: Any, q: sc.Query, ckpt: Path, inputs: Path) -> str:
     try:
         query.processAllAvailable()
     except Exception as e:  # Spark's refusal, as it names it
-        return _error_class(e)
+        return spark_error(e)
     finally:
         query.stop()
-    return "ran" if query.exception() is None else _error_class(query.exception())
+    return "ran" if query.exception() is None else spark_error(query.exception())
 
 
 def run(spark: Any, root: Path, made: dict[str, sc.Checkpoint], partitions: int) -> list[dict[str, Any]]:
@@ -111,13 +106,9 @@ def run(spark: Any, root: Path, made: dict[str, sc.Checkpoint], partitions: int)
             spark._streamingCheckpointManager.repartition(str(ckpt.path), partitions, enforce_exactly_once_sink=False)
             row["second_repartition"] = "done"
         except Exception as e:
-            row["second_repartition"] = _error_class(e)
-        final = verify_repartition(open_storage(ckpt.path))
-        row["final"] = {
-            "valid": final.valid,
-            "repartitions": [r["batch"] for r in final.to_json()["repartitions"]],
-            "anomalies": sorted({a.kind for a in final.anomalies}),
-        }
+            row["second_repartition"] = spark_error(e)
+        final = judged(ckpt.path)
+        row["final"] = {"valid": final["statebed"], "repartitions": final["repartitions"], "anomalies": final["anomalies"]}
         rows.append(row)
     return rows
 

@@ -30,13 +30,24 @@ from statebed_store import open_storage
 from statebed_verify import verify_repartition
 
 
-def _first_line(e: BaseException) -> str:
+def spark_error(e: BaseException) -> str:
     """Spark's error as it names it (`[ERROR_CLASS] message`; else the exception's first line)."""
     found = re.search(r"\[[A-Z][A-Z0-9_.]+\][^\n]*", str(e))
     if found is not None:
         return found.group(0)[:400]
     text = str(e).strip().splitlines()
     return f"{type(e).__name__}: {text[0] if text else ''}"[:400]
+
+
+def judged(ckpt: Path) -> dict[str, Any]:
+    """statebed's `verify repartition` of `ckpt`, in brief: its verdict, the repartitions' batches, the anomaly kinds."""
+    report = verify_repartition(open_storage(ckpt))
+    return {
+        "statebed": report.valid,
+        "repartitions": [r["batch"] for r in report.to_json()["repartitions"]],
+        "anomalies": sorted({a.kind for a in report.anomalies}),
+        "notes": report.notes[:3],
+    }
 
 
 def repartition_each(spark: Any, made: dict[str, sc.Checkpoint], partitions: int) -> list[dict[str, Any]]:
@@ -48,17 +59,10 @@ def repartition_each(spark: Any, made: dict[str, sc.Checkpoint], partitions: int
         try:
             spark._streamingCheckpointManager.repartition(str(ckpt.path), partitions, enforce_exactly_once_sink=False)
         except Exception as e:  # Spark's refusal, recorded as it said it
-            row.update(spark="refused", error=_first_line(e))
+            row.update(spark="refused", error=spark_error(e))
             rows.append(row)
             continue
-        report = verify_repartition(open_storage(ckpt.path))
-        row.update(
-            spark="repartitioned",
-            statebed=report.valid,
-            repartitions=[r["batch"] for r in report.to_json()["repartitions"]],
-            anomalies=sorted({a.kind for a in report.anomalies}),
-            notes=report.notes[:3],
-        )
+        row.update(spark="repartitioned", **judged(ckpt.path))
         rows.append(row)
     return rows
 
