@@ -146,7 +146,7 @@ class FaultContext:
 
 
 class Fault(ABC):
-    """One fault kind. Subclasses set `kind`, `modes`, `needs` and implement the four steps."""
+    """One fault kind. Subclasses set `kind`, `formats`, `needs` and implement the four steps."""
 
     kind: ClassVar[str]
     description: ClassVar[str]
