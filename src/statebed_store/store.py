@@ -258,9 +258,10 @@ class StateStoreProvider:
                 cl = parse_changelog(files.read_verified(ref, CHANGELOG), file=shown, version=ref.version)
                 check_link(ref, cl.lineage, prev, file=shown)
                 ops, keys, values = cl.columns()
-                if self.options.row_checksums is not None:
-                    keys = self.options.row_checksums.replay_columns(ops, keys, values, DELETE, file=shown)
-                merge = replay_merge(files.storage, shown, framed=self.options.row_checksums is not None) if MERGE in ops else None
+                rows = files.row_checksums  # the options' (the provider's StoreFiles is given them): no offset log read
+                if rows is not None:
+                    keys = rows.replay_columns(ops, keys, values, DELETE, file=shown)
+                merge = replay_merge(files.storage, shown, framed=rows is not None) if MERGE in ops else None
                 self.metrics.records_replayed += engine.apply(ops, keys, values, DELETE, merge=merge)
                 self.metrics.changelogs_replayed += 1
                 prev = ref

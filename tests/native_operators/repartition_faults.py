@@ -15,8 +15,6 @@ prints one JSON object per checkpoint.
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import signal
 import subprocess
@@ -28,7 +26,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).parent))
 
 import spark_checkpoints as sc
-from repartition_operators import judged, spark_error
+from repartition_operators import judged, repartition, script, spark_error
 
 from statebed_store import open_storage
 from statebed_store.commitlog import CommitLog
@@ -101,34 +99,12 @@ def run(spark: Any, root: Path, made: dict[str, sc.Checkpoint], partitions: int)
         half = verify_lineage(open_storage(ckpt.path))
         row["half_finished"] = {"lineage": half.valid, "anomalies": sorted({a.kind for a in half.anomalies}), "orphans": len(half.orphans)}
         row["restart"] = restart(spark, queries[name], ckpt.path, root / "_input" / name)
-        spark.conf.set(sc.FORMAT_CONF, "2")
-        try:
-            spark._streamingCheckpointManager.repartition(str(ckpt.path), partitions, enforce_exactly_once_sink=False)
-            row["second_repartition"] = "done"
-        except Exception as e:
-            row["second_repartition"] = spark_error(e)
+        row["second_repartition"] = repartition(spark, ckpt.path, ckpt.fmt, partitions) or "done"
         final = judged(ckpt.path)
         row["final"] = {"valid": final["statebed"], "repartitions": final["repartitions"], "anomalies": final["anomalies"]}
         rows.append(row)
     return rows
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("out_dir", type=Path)
-    ap.add_argument("--partitions", type=int, default=3)
-    ap.add_argument("--only", default="dedup", help="comma-separated checkpoint names (default: dedup)")
-    args = ap.parse_args()
-    args.out_dir.mkdir(parents=True, exist_ok=True)
-    spark = sc.session(args.out_dir / "_scratch")
-    try:
-        made = sc.generate(spark, args.out_dir, set(args.only.split(",")))
-        for row in run(spark, args.out_dir, made, args.partitions):
-            print(json.dumps(row), flush=True)
-    finally:
-        spark.stop()
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(script(__doc__, run, "dedup"))

@@ -19,6 +19,7 @@ import argparse
 import json
 import re
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -50,34 +51,47 @@ def judged(ckpt: Path) -> dict[str, Any]:
     }
 
 
+def repartition(spark: Any, path: Path, fmt: int, partitions: int) -> str | None:
+    """Spark's offline repartition of the checkpoint at `path` (the session's format conf set as
+    the query ran: Spark checks it against the commit log); None when done, else Spark's error."""
+    spark.conf.set(sc.FORMAT_CONF, str(fmt))
+    try:
+        spark._streamingCheckpointManager.repartition(str(path), partitions, enforce_exactly_once_sink=False)
+    except Exception as e:  # Spark's refusal, recorded as it said it
+        return spark_error(e)
+    return None
+
+
 def repartition_each(spark: Any, made: dict[str, sc.Checkpoint], partitions: int) -> list[dict[str, Any]]:
     """Spark's repartition of each checkpoint to `partitions`, then statebed's verdict on it."""
     rows = []
     for name, ckpt in made.items():
         row: dict[str, Any] = {"name": name, "checkpoint_format": ckpt.fmt, "partitions": [2, partitions]}
-        spark.conf.set(sc.FORMAT_CONF, str(ckpt.fmt))  # as the query ran: Spark checks it against the commit log
-        try:
-            spark._streamingCheckpointManager.repartition(str(ckpt.path), partitions, enforce_exactly_once_sink=False)
-        except Exception as e:  # Spark's refusal, recorded as it said it
-            row.update(spark="refused", error=spark_error(e))
-            rows.append(row)
-            continue
-        row.update(spark="repartitioned", **judged(ckpt.path))
+        error = repartition(spark, ckpt.path, ckpt.fmt, partitions)
+        if error is None:
+            row.update(spark="repartitioned", **judged(ckpt.path))
+        else:
+            row.update(spark="refused", error=error)
         rows.append(row)
     return rows
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+Run = Callable[[Any, Path, dict[str, sc.Checkpoint], int], list[dict[str, Any]]]
+
+
+def script(doc: str, run: Run, only: str | None) -> int:
+    """A sweep's command line: generate the checkpoints under OUT_DIR in one session, `run` the sweep
+    on them, print one JSON object per row."""
+    ap = argparse.ArgumentParser(description=doc.split("\n\n")[0])
     ap.add_argument("out_dir", type=Path)
     ap.add_argument("--partitions", type=int, default=3)
-    ap.add_argument("--only", help="comma-separated checkpoint names (default: all)")
+    ap.add_argument("--only", default=only, help=f"comma-separated checkpoint names (default: {only or 'all'})")
     args = ap.parse_args()
     args.out_dir.mkdir(parents=True, exist_ok=True)
     spark = sc.session(args.out_dir / "_scratch")
     try:
         made = sc.generate(spark, args.out_dir, set(args.only.split(",")) if args.only else None)
-        for row in repartition_each(spark, made, args.partitions):
+        for row in run(spark, args.out_dir, made, args.partitions):
             print(json.dumps(row), flush=True)
     finally:
         spark.stop()
@@ -85,4 +99,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(script(__doc__, lambda spark, _root, made, partitions: repartition_each(spark, made, partitions), None))
