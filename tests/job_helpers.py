@@ -81,6 +81,10 @@ class InProcessJob:
             name = GeneratedSource.file_name(batch_id)
         entry = {"path": f"file:///source/{name}", "timestamp": 1_000_000 + batch_id, "batchId": batch_id}
         self.run.storage.write(path, b"v1\n" + json.dumps(entry).encode() + b"\n")
+        offsets = {"batchWatermarkMs": 0, "batchTimestampMs": 1_000_000 + batch_id, "conf": {}}  # the batch ends at its entry
+        self.run.storage.write(
+            f"{SPARK_CHECKPOINT}/offsets/{batch_id}", f"v1\n{json.dumps(offsets)}\n{json.dumps({'logOffset': batch_id})}".encode()
+        )
         return [name]
 
     def batch(

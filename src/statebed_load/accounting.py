@@ -19,7 +19,7 @@ from pathlib import Path
 
 from statebed_base.errors import CorruptFileError
 from statebed_model.rundir import RunDir
-from statebed_model.sources import Ack, IngestSource, source_log
+from statebed_model.sources import Ack, IngestSource, batch_reads
 
 __all__ = ["Accounting", "account", "percentiles", "summary_latency"]
 
@@ -46,7 +46,7 @@ def _epoch(iso: str) -> float:
 def account(run: RunDir, source: IngestSource, client_logs: list[Path] = []) -> Accounting:  # noqa: B006 (never mutated)
     info = run.read_info()
     committed = run.committed_batches(info)
-    read = source_log(run.query_storage(info))
+    read = batch_reads(run.query_storage(info))
     readers: dict[int, list[int]] = {}  # seq -> committed batches that read its file
     for b in committed:
         for name in read.get(b, []):

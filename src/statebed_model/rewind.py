@@ -22,7 +22,6 @@ anomaly a V1 rewind shows).
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,6 +37,7 @@ from statebed_store.storage import open_storage
 
 from .rewind_journal import BACKUP_DIR, Journal, last_journal, new_journal, pending_journal
 from .rundir import RunDir
+from .sources import file_source_offsets
 
 __all__ = ["RewindPlan", "lock", "plan_rewind", "recover", "undo"]
 
@@ -110,15 +110,7 @@ def _file_source_offsets(root: Path, spark: str, batch: int) -> dict[int, int]:
     path = root / spark / OFFSETS_DIR / str(batch)
     if not path.is_file():
         raise UsageError(f"{path}: batch {batch} has no offsets entry; it cannot be rewound to")
-    out = {}
-    for i, line in enumerate(path.read_text(errors="replace").splitlines()[2:]):
-        try:
-            doc = json.loads(line)
-        except ValueError:
-            continue  # "-" (no offset) or another source's own format
-        if isinstance(doc, dict) and isinstance(doc.get("logOffset"), int):
-            out[i] = doc["logOffset"]
-    return out
+    return file_source_offsets(path.read_text(errors="replace"))
 
 
 def _source_moves(root: Path, spark: str, batch: int) -> list[str]:

@@ -3,7 +3,8 @@ outside the system under test (never from the input log the driver writes itself
 
 Spark reads a source as a file stream over one local directory, one file per batch
 (`maxFilesPerTrigger=1`, `Trigger.AvailableNow`). Which batch read which file is Spark's
-own record: its file source log, `sources/0/<b>` in the query checkpoint (`RunDir.query_checkpoint`, see `source_log`).
+own record: its offset log, `offsets/<b>`, ends each batch at an entry of its file source
+log, `sources/0/<e>`, in the query checkpoint (`RunDir.query_checkpoint`, see `batch_reads`).
 A committed batch's records are then the records of those files, as the source knows them:
 
 - `GeneratedSource`: file `source/<n>.parquet` holds `records_for(n*R, (n+1)*R, K)`; the
@@ -42,6 +43,7 @@ from statebed_base.errors import AlreadyExistsError, CheckpointFileError, Corrup
 from statebed_base.jsonsafe import loads_strict
 from statebed_store.config import S3Settings
 from statebed_store.location import is_remote, parse_location
+from statebed_store.naming import OFFSETS_DIR
 from statebed_store.storage import LocalStorage, Storage, open_storage
 
 from .records import records_for
@@ -57,7 +59,9 @@ __all__ = [
     "GroundTruth",
     "IngestSource",
     "Source",
+    "batch_reads",
     "batch_source_files",
+    "file_source_offsets",
     "open_source",
     "source_log",
 ]
@@ -78,7 +82,7 @@ class GroundTruth:
 
 
 def source_log(storage: Storage, base: str = SOURCE_LOG) -> dict[int, list[str]]:
-    """Batch id -> base names of the files Spark's file source read in it.
+    """Source log entry -> base names of the files Spark's file source logged in it (see `batch_reads`).
 
     Every 10th entry is a compaction (`<b>.compact`) holding all entries so far, and Spark
     may delete older plain entries; a batch's plain entry wins, else the newest compaction's.
@@ -93,12 +97,85 @@ def source_log(storage: Storage, base: str = SOURCE_LOG) -> dict[int, list[str]]
     return out
 
 
+def file_source_offsets(text: str) -> dict[int, int]:
+    """Source index -> the file source `logOffset` an `offsets/<b>` entry ends at (file sources only).
+
+    The entry is `v1`, the batch's metadata, then one line per source: `-` (no offset), a file
+    source's `{"logOffset": N}`, or another source's own format (left out).
+    """
+    out: dict[int, int] = {}
+    for i, line in enumerate(text.splitlines()[2:]):
+        try:
+            doc = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(doc, dict) and isinstance(doc.get("logOffset"), int) and not isinstance(doc["logOffset"], bool):
+            out[i] = doc["logOffset"]
+    return out
+
+
+def _log_offset(storage: Storage, batch_id: int, source: int) -> int | None:
+    name = f"{OFFSETS_DIR}/{batch_id}"
+    return file_source_offsets(storage.read(name).decode("utf-8", "replace")).get(source) if storage.exists(name) else None
+
+
+def _source_index(base: str) -> int:
+    tail = posixpath.basename(base)
+    if not tail.isdigit():
+        raise ValueError(f"{base}: not a file source log (sources/<index>)")
+    return int(tail)
+
+
+def batch_reads(storage: Storage, base: str = SOURCE_LOG) -> dict[int, list[str]]:
+    """Query batch id -> base names of the files Spark's file source read in it.
+
+    A batch reads the source log's entries after the previous batch's `logOffset` up to its
+    own (`offsets/<b>`). The two numberings drift apart: a driver killed after the source
+    logged entry e but before `offsets/<b>` was written comes back, logs entry e+1 and plans
+    batch b over both. A batch whose offsets entry Spark purged (`minBatchesToRetain`) is
+    left out unless no drift is possible below the oldest kept entry (its `logOffset` equals
+    its batch id): then entry b is batch b.
+    """
+    source = _source_index(base)
+    entries = source_log(storage, base)
+    offsets: dict[int, int] = {}
+    for f in storage.list(OFFSETS_DIR):
+        if f.name.isdigit() and (o := _log_offset(storage, int(f.name), source)) is not None:
+            offsets[int(f.name)] = o
+    if not offsets:
+        return {}
+    oldest = min(offsets)
+    aligned = offsets[oldest] == oldest  # no drift below the oldest kept entry: entry e is batch e
+    out = {e: names for e, names in entries.items() if e < oldest} if aligned else {}
+    for b, end in sorted(offsets.items()):
+        start = -1 if b == 0 else offsets.get(b - 1, oldest - 1 if b == oldest and aligned else None)
+        if start is not None and all(e in entries for e in range(start + 1, end + 1)):  # else: unknown
+            out[b] = [n for e in range(start + 1, end + 1) for n in entries[e]]
+    return out
+
+
 def batch_source_files(storage: Storage, batch_id: int, base: str = SOURCE_LOG) -> list[str]:
-    """The files one batch read, from its own entry (`<b>` or `<b>.compact`), while the run is live."""
-    for name in (f"{base}/{batch_id}", f"{base}/{batch_id}.compact"):
-        if storage.exists(name):
-            return _log_entries(storage, name).get(batch_id, [])
-    raise MissingFileError(storage.display(f"{base}/{batch_id}"), f"Spark's file source log has no entry for batch {batch_id}")
+    """The files one batch read, while the run is live: its offsets entry's range of the source log."""
+    source = _source_index(base)
+    end = _log_offset(storage, batch_id, source)
+    if end is None:
+        raise MissingFileError(
+            storage.display(f"{OFFSETS_DIR}/{batch_id}"), f"Spark's offset log has no file source offset for batch {batch_id}"
+        )
+    start = -1 if batch_id == 0 else _log_offset(storage, batch_id - 1, source)
+    if start is None:
+        raise MissingFileError(
+            storage.display(f"{OFFSETS_DIR}/{batch_id - 1}"), f"Spark's offset log has no file source offset for batch {batch_id - 1}"
+        )
+    names: list[str] = []
+    for e in range(start + 1, end + 1):
+        for name in (f"{base}/{e}", f"{base}/{e}.compact"):
+            if storage.exists(name):
+                names += _log_entries(storage, name).get(e, [])
+                break
+        else:
+            raise MissingFileError(storage.display(f"{base}/{e}"), f"Spark's file source log has no entry {e} (batch {batch_id})")
+    return names
 
 
 def _log_entries(storage: Storage, path: str) -> dict[int, list[str]]:
@@ -141,7 +218,9 @@ class Source(ABC):
         for b in committed:
             names = read.get(b)
             if names is None:
-                truth.unknown[b] = f"Spark's file source log ({SOURCE_LOG}) has no entry for batch {b}"
+                truth.unknown[b] = (
+                    f"Spark's offset and file source logs ({OFFSETS_DIR}, {SOURCE_LOG}) do not say which files batch {b} read"
+                )
                 continue
             try:
                 truth.inputs[b] = self.records(names)

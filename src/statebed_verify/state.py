@@ -46,7 +46,7 @@ from statebed_base.errors import (
 from statebed_model.native_state import native_state_items, read_reader_check
 from statebed_model.partitioning import run_partitioner
 from statebed_model.rundir import INPUT_SCHEMA, MAINTENANCE_LOG, RunDir, RunInfo
-from statebed_model.sources import GroundTruth, open_source, source_log
+from statebed_model.sources import GroundTruth, batch_reads, open_source
 from statebed_model.workloads import get_workload
 from statebed_store import CheckpointRef, CommitLog, S3Settings, StoreId, open_storage
 from statebed_store.inspection import dump_state
@@ -127,7 +127,7 @@ def verify_state(run_dir: str | os.PathLike[str] | RunDir, s3: S3Settings | None
     anomalies: list[Anomaly] = []
     verdicts: list[Verdict] = []
 
-    truth = open_source(info, run, s3).ground_truth(source_log(run.query_storage(info)), committed)
+    truth = open_source(info, run, s3).ground_truth(batch_reads(run.query_storage(info)), committed)
     notes = list(truth.notes)
     if below := run.trimmed_below():
         notes.append(f"batches 0..{below - 1}: committed, their commit-log entries trimmed by the run's maintenance ({MAINTENANCE_LOG})")

@@ -10,12 +10,18 @@ import pytest
 
 from statebed_base.errors import CorruptFileError, MissingFileError
 from statebed_model.records import records_for
-from statebed_model.sources import GeneratedSource, batch_source_files, source_log
+from statebed_model.sources import GeneratedSource, batch_reads, batch_source_files, source_log
 from statebed_store.storage import LocalStorage
 
 
 def entry(path: str, batch: int) -> str:
     return json.dumps({"path": f"file://{path}", "timestamp": 1, "batchId": batch})
+
+
+def offsets(tmp_path: Path, batch: int, log_offset: int) -> None:
+    d = tmp_path / "offsets"
+    d.mkdir(exist_ok=True)
+    (d / str(batch)).write_text(f'v1\n{{"batchWatermarkMs":0,"batchTimestampMs":1,"conf":{{}}}}\n{{"logOffset":{log_offset}}}')
 
 
 def test_plain_and_compacted_entries(tmp_path: Path) -> None:
@@ -25,16 +31,47 @@ def test_plain_and_compacted_entries(tmp_path: Path) -> None:
     # Spark compacts every 10th batch: 9.compact holds all entries so far, batch 9's included.
     (log / "9.compact").write_text("v1\n" + "\n".join(entry(f"/in/{b}.parquet", b) for b in range(10)) + "\n")
     (log / "10").write_text("v1\n" + entry("/in/a%20b.parquet", 10) + "\n")  # Spark's paths are URIs
+    for b in range(7, 12):
+        offsets(tmp_path, b, b)  # Spark purged offsets 0..6 (minBatchesToRetain); no drift: entry b is batch b
     storage = LocalStorage(tmp_path)
     assert batch_source_files(storage, 8, "sources/0") == ["8.parquet"]
     assert batch_source_files(storage, 9, "sources/0") == ["9.parquet"]
-    with pytest.raises(MissingFileError, match="no entry for batch 11"):
+    with pytest.raises(MissingFileError, match="no entry 11"):
         batch_source_files(storage, 11, "sources/0")
-    # The whole log: batches 0..7 only in the compaction (Spark deleted their plain entries), no batch twice.
+    with pytest.raises(MissingFileError, match="no file source offset for batch 12"):
+        batch_source_files(storage, 12, "sources/0")
+    # The whole log: entries 0..7 only in the compaction (Spark deleted their plain entries), no entry twice.
     assert source_log(storage, "sources/0") == {**{b: [f"{b}.parquet"] for b in range(10)}, 10: ["a b.parquet"]}
+    assert batch_reads(storage, "sources/0") == {**{b: [f"{b}.parquet"] for b in range(10)}, 10: ["a b.parquet"]}  # 11: unknown
     (log / "11").write_text("v1\n{not json\n")
     with pytest.raises(CorruptFileError, match="sources/0/11"):
         source_log(storage, "sources/0")
+
+
+def test_a_batch_replanned_after_a_kill_reads_every_entry_its_offset_range_covers(tmp_path: Path) -> None:
+    """The driver died after the source logged entry 4 but before offsets/4: the restarted query
+    logged entry 5 and planned batch 4 over entries 4 and 5 (seen on Spark 4.3.0 under corrupt-row)."""
+    log = tmp_path / "sources" / "0"
+    log.mkdir(parents=True)
+    for e in range(6):
+        (log / str(e)).write_text("v1\n" + entry(f"/in/{e}.parquet", e) + "\n")
+    for b, end in enumerate([0, 1, 2, 3, 5]):
+        offsets(tmp_path, b, end)
+    storage = LocalStorage(tmp_path)
+    assert batch_source_files(storage, 4, "sources/0") == ["4.parquet", "5.parquet"]
+    assert batch_reads(storage, "sources/0") == {
+        0: ["0.parquet"],
+        1: ["1.parquet"],
+        2: ["2.parquet"],
+        3: ["3.parquet"],
+        4: ["4.parquet", "5.parquet"],
+    }
+    for b in range(3):  # Spark purged the oldest offsets: with a drift somewhere below, entry b need not be batch b
+        (tmp_path / "offsets" / str(b)).unlink()
+    offsets(tmp_path, 3, 4)
+    assert batch_reads(storage, "sources/0") == {4: ["5.parquet"]}
+    offsets(tmp_path, 5, 5)  # a no-data batch: the offset did not move
+    assert batch_reads(storage, "sources/0")[5] == []
 
 
 def test_generated_source_is_one_ordered_file_per_batch(tmp_path: Path) -> None:

@@ -84,7 +84,7 @@ def test_generated_ground_truth_needs_spark_s_log(tmp_path: Path) -> None:
     source = GeneratedSource(rows_per_batch=10, keyspace=3)
     truth = source.ground_truth({0: ["000000.parquet"], 1: ["000001.parquet", "000002.parquet"], 3: ["x.csv"]}, [0, 1, 2, 3])
     assert truth.inputs[1].equals(records_for(10, 30, 3)) and truth.inputs[0].equals(records_for(0, 10, 3))
-    assert set(truth.unknown) == {2, 3} and "no entry for batch 2" in truth.unknown[2] and "x.csv" in truth.unknown[3]
+    assert set(truth.unknown) == {2, 3} and "do not say which files batch 2 read" in truth.unknown[2] and "x.csv" in truth.unknown[3]
 
 
 def test_open_source_from_run_json(tmp_path: Path) -> None:

@@ -101,7 +101,7 @@ def test_an_unknown_batch_source_makes_the_verdict_unknown(tmp_path: Path, capsy
     job.run.storage.delete(["spark-checkpoint/sources/0/0"])
     report = verify_state(job.run.root)
     assert report.valid == "unknown" and kinds(report) == {"missing-input"}
-    assert report.anomalies[0].batches == [0] and "no entry for batch 0" in report.anomalies[0].detail
+    assert report.anomalies[0].batches == [0] and "do not say which files batch 0 read" in report.anomalies[0].detail
     code, _, _ = run_cli(capsys, "verify", "state", str(job.run.root))
     assert code == 3
 
