@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from statebed_base.errors import (
@@ -27,9 +27,19 @@ from statebed_base.jsonsafe import loads_strict
 
 from . import failpoints
 from .naming import COMMITS_DIR, commit_path, is_valid_id, parse_batch_id, spark_batch_id
+from .offset_conf import shuffle_partitions
 from .storage.base import Storage
 
-__all__ = ["CommitLog", "CommitRecord", "StateIds", "base_commit", "committed_id", "parse_commit", "render_commit"]
+__all__ = [
+    "CommitLog",
+    "CommitRecord",
+    "StateIds",
+    "base_commit",
+    "committed_id",
+    "parse_commit",
+    "render_commit",
+    "with_offset_partitions",
+]
 
 StateIds = Mapping[int, Sequence[Sequence[str | None]]]
 
@@ -41,6 +51,7 @@ class CommitRecord:
     watermark_ms: int = 0
     state_ids: dict[int, tuple[tuple[str | None, ...], ...]] | None = None
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
+    partitions: int | None = None  # V1: the count the batch's offset log entry records (`with_offset_partitions`)
 
     @property
     def version(self) -> int:
@@ -48,9 +59,12 @@ class CommitRecord:
         return self.batch_id + 1
 
     def partition_count(self, operator: int) -> int | None:
-        """How many partitions this batch committed for `operator` (None: V1, or the operator absent).
-        A repartition (Spark 4.2+ `repartition`) changes it from one batch to the next."""
-        parts = None if not self.state_ids else self.state_ids.get(operator)
+        """How many partitions this batch committed for `operator` (None: the operator absent, or a V1
+        entry whose offset log entry is not known). A repartition (Spark 4.2+ `repartition`) changes
+        it from one batch to the next."""
+        if self.state_ids is None:
+            return self.partitions
+        parts = self.state_ids.get(operator)
         return None if parts is None else len(parts)
 
     def id_for(self, operator: int, partition: int, store_index: int = 0) -> str | None:
@@ -61,6 +75,12 @@ class CommitRecord:
         if parts is None or partition >= len(parts) or store_index >= len(parts[partition]):
             return None
         return parts[partition][store_index]
+
+
+def with_offset_partitions(storage: Storage, records: Mapping[int, CommitRecord]) -> dict[int, CommitRecord]:
+    """The records, each V1 one with the partition count its batch's offset log entry records: a V1
+    commit names no partitions, so Spark's offline repartition of a V1 query shows only there."""
+    return {b: replace(r, partitions=shuffle_partitions(storage, b)) if r.state_ids is None else r for b, r in records.items()}
 
 
 def render_commit(state_ids: StateIds | None, watermark_ms: int = 0) -> bytes:

@@ -16,7 +16,7 @@ from typing import Any
 
 from statebed_base.errors import StatebedError, UsageError
 
-from .commitlog import CommitLog, CommitRecord
+from .commitlog import CommitLog, CommitRecord, with_offset_partitions
 from .config import StoreOptions
 from .formats import V1, V2
 from .lineage import CheckpointRef
@@ -141,7 +141,7 @@ def commit_records(storage: Storage) -> dict[int, CommitRecord]:
         rec = log.read(b)
         if rec is not None:
             out[b] = rec
-    return out
+    return with_offset_partitions(storage, out)
 
 
 def committed_ref(storage: Storage, store: StoreId, siblings: list[str] | None = None, batch: int | None = None) -> CheckpointRef:

@@ -16,9 +16,10 @@ from statebed_base.errors import CorruptFileError
 from .naming import OFFSETS_DIR, parse_index
 from .storage.base import Storage
 
-__all__ = ["ROW_CHECKSUM_CONF", "OffsetConf", "offset_conf"]
+__all__ = ["ROW_CHECKSUM_CONF", "SHUFFLE_PARTITIONS_CONF", "OffsetConf", "offset_conf", "shuffle_partitions"]
 
 ROW_CHECKSUM_CONF = "spark.sql.streaming.stateStore.rowChecksum.enabled"
+SHUFFLE_PARTITIONS_CONF = "spark.sql.shuffle.partitions"  # every stateful operator's partition count, per batch
 
 
 @dataclass(frozen=True)
@@ -34,7 +35,11 @@ def offset_conf(storage: Storage) -> OffsetConf:
     batches = sorted(b for b in (parse_index(f.name) for f in storage.list(OFFSETS_DIR)) if b is not None)
     if not batches:
         return OffsetConf({}, storage.display(OFFSETS_DIR))
-    path = f"{OFFSETS_DIR}/{batches[-1]}"
+    return _entry_conf(storage, batches[-1])
+
+
+def _entry_conf(storage: Storage, batch: int) -> OffsetConf:
+    path = f"{OFFSETS_DIR}/{batch}"
     shown = storage.display(path)
     for line in storage.read(path).decode("utf-8", "replace").splitlines()[1:2]:
         try:
@@ -44,3 +49,15 @@ def offset_conf(storage: Storage) -> OffsetConf:
         if isinstance(conf, dict):
             return OffsetConf({str(k): str(v) for k, v in conf.items()}, shown)
     return OffsetConf({}, shown)
+
+
+def shuffle_partitions(storage: Storage, batch: int) -> int | None:
+    """The partition count batch `batch` ran its stateful operators with, as its offset log entry
+    records it; None where the entry is gone, unreadable or names none (a V1 commit says nothing)."""
+    if not storage.exists(f"{OFFSETS_DIR}/{batch}"):
+        return None
+    try:
+        value = _entry_conf(storage, batch).conf.get(SHUFFLE_PARTITIONS_CONF, "")
+    except CorruptFileError:
+        return None
+    return int(value) if value.isascii() and value.isdigit() and 0 < int(value) <= 1_000_000 else None

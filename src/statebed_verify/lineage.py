@@ -46,7 +46,7 @@ from typing import Any
 from statebed_base.errors import CheckpointFileError, ForeignFileError, LineageError, UnplannableError, UsageError
 from statebed_model.spark_features import SnapshotRepair
 from statebed_store import CheckpointRef, CommitLog, HeaderCache, Storage, StoreFiles, StoreId
-from statebed_store.commitlog import CommitRecord, parse_commit
+from statebed_store.commitlog import CommitRecord, parse_commit, with_offset_partitions
 from statebed_store.formats import V1, V2
 from statebed_store.inspection import committed_store_names, discover_stores, store_index
 from statebed_store.lineage import Lineage
@@ -154,7 +154,7 @@ def verify_lineage(
     assert window is not None  # _commit_batches raised on an empty log
     ctx = _Context(storage, {}, HeaderCache() if cache is None else cache, window, repair=repair or SnapshotRepair())
     ctx.notes.extend(CommitLog(storage).strays())
-    ctx.commits = _read_commits(ctx, batch_ids)
+    ctx.commits = with_offset_partitions(storage, _read_commits(ctx, batch_ids))
     _check_commit_gaps(ctx, batch_ids)
     kinds = {(V2 if rec.state_ids is not None else V1).name for rec in ctx.commits.values()}
     fmt = "mixed" if len(kinds) > 1 else (kinds.pop() if kinds else V1.name)
@@ -308,10 +308,10 @@ def _check_store(ctx: _Context, store: StoreId, idx: int) -> None:
     absent: dict[int, int] = {}  # version -> its batch's partition count, where this partition is not among them
     for rec in ctx.commits.values():
         count = rec.partition_count(store.operator)
-        if rec.state_ids is None:
-            v1_versions.add(rec.version)
-        elif count is not None and store.partition >= count:
+        if count is not None and store.partition >= count:
             absent[rec.version] = count  # a repartition: this store is not part of that batch
+        elif rec.state_ids is None:
+            v1_versions.add(rec.version)
         else:
             committed[rec.version] = rec.id_for(store.operator, store.partition, idx)
     if not committed and not v1_versions:

@@ -53,14 +53,16 @@ class Repartition:
         return self.batch + 1
 
 
-def repartitions(commits: Mapping[int, CommitRecord]) -> list[Repartition]:
-    """Every consecutive pair of kept V2 entries whose partition count of an operator differs."""
+def repartitions(commits: Mapping[int, CommitRecord], operators: Iterable[int] = ()) -> list[Repartition]:
+    """Every consecutive pair of kept entries whose partition count of an operator differs: a V2
+    entry counts its ids, a V1 one has its offset log entry's count (`with_offset_partitions`) for
+    each of `operators` (the state directory's)."""
     out = []
     for b in sorted(commits):
         prev, rec = commits.get(b - 1), commits[b]
         if prev is None:
             continue
-        for op in sorted(rec.state_ids or {}):
+        for op in sorted(set(rec.state_ids or {}) | set(operators)):
             before, after = prev.partition_count(op), rec.partition_count(op)
             if before is not None and after is not None and before != after:
                 out.append(Repartition(op, b, before, after))
@@ -104,7 +106,7 @@ def repartition_anomalies(
     """A `repartition-mismatch` per (repartition, store name) whose rows differ across it; notes where none could be compared."""
     anomalies: list[Anomaly] = []
     notes: list[str] = []
-    for rp in repartitions(commits):
+    for rp in repartitions(commits, {s.operator for s in stores}):
         old_rec, new_rec = commits[rp.batch - 1], commits[rp.batch]
         for name in sorted({s.store_name for s in stores if s.operator == rp.operator}):
             mine = [s for s in stores if s.operator == rp.operator and s.store_name == name]

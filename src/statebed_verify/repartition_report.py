@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from statebed_store.inspection import commit_records
+from statebed_store.inspection import commit_records, discover_stores
 from statebed_store.storage.base import Storage
 
 from .lineage import verify_lineage
@@ -40,36 +40,45 @@ class RepartitionReport:
     checkpoint: str
     repartitions: list[tuple[Repartition, list[Anomaly]]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    v1_batches: set[int] = field(default_factory=set)  # repartitions a V1 entry committed: no lineage to check
     anomalies: list[Anomaly] = field(init=False)  # every repartition's, in order
 
     def __post_init__(self) -> None:
         self.anomalies = [a for _, found in self.repartitions for a in found]
 
+    def checks(self, rp: Repartition, found: list[Anomaly]) -> dict[str, Verdict]:
+        """Each check's verdict on one repartition; a V1 entry records no ids, so its lineage is
+        `unknown` unless an anomaly says otherwise."""
+        kinds = {a.kind for a in found}
+        lineage: Verdict = not kinds - set(PLACEMENT_KINDS) - set(ROW_KINDS)
+        return {
+            "placement": not kinds & set(PLACEMENT_KINDS),
+            "rows": not kinds & set(ROW_KINDS),
+            "lineage": "unknown" if lineage is True and rp.batch in self.v1_batches else lineage,
+        }
+
+    def verdict(self, rp: Repartition, found: list[Anomaly]) -> Verdict:
+        return merge_verdicts(list(self.checks(rp, found).values()))
+
     def to_json(self) -> dict[str, Any]:
         return {
             "valid": self.valid,
             "checkpoint": self.checkpoint,
-            "repartitions": [_repartition_json(rp, found) for rp, found in self.repartitions],
+            "repartitions": [
+                {
+                    "operator": rp.operator,
+                    "batch": rp.batch,
+                    "version": rp.version,
+                    "partitions": {"before": rp.before, "after": rp.after},
+                    "valid": self.verdict(rp, found),
+                    "checks": self.checks(rp, found),
+                    "anomalies": [a.to_json() for a in found],
+                }
+                for rp, found in self.repartitions
+            ],
             "anomalies": [a.to_json() for a in self.anomalies],
             "notes": self.notes,
         }
-
-
-def _repartition_json(rp: Repartition, found: list[Anomaly]) -> dict[str, Any]:
-    kinds = {a.kind for a in found}
-    return {
-        "operator": rp.operator,
-        "batch": rp.batch,
-        "version": rp.version,
-        "partitions": {"before": rp.before, "after": rp.after},
-        "valid": not found,
-        "checks": {
-            "placement": not kinds & set(PLACEMENT_KINDS),
-            "rows": not kinds & set(ROW_KINDS),
-            "lineage": not kinds - set(PLACEMENT_KINDS) - set(ROW_KINDS),
-        },
-        "anomalies": [a.to_json() for a in found],
-    }
 
 
 def _of(rp: Repartition, a: Anomaly) -> bool:
@@ -82,7 +91,8 @@ def _of(rp: Repartition, a: Anomaly) -> bool:
 def verify_repartition(storage: Storage) -> RepartitionReport:
     """Judge every repartition of the checkpoint (UsageError when it is no streaming checkpoint)."""
     lineage = verify_lineage(storage)
-    found = repartitions(commit_records(storage))
+    commits = commit_records(storage)
+    found = repartitions(commits, {s.operator for s in discover_stores(storage, [])})
     if not found:
         note = "the commit log records no batch that changes an operator's partition count: no repartition to judge"
         return RepartitionReport("unknown", storage.url, notes=[note, *lineage.notes])
@@ -96,4 +106,5 @@ def verify_repartition(storage: Storage) -> RepartitionReport:
     verdicts: list[Verdict] = [not anomalies for _, anomalies in judged]
     if lineage.valid == "unknown" and not any(anomalies for _, anomalies in judged):
         verdicts.append("unknown")  # the judge could not decide somewhere: the repartitions may be among it
-    return RepartitionReport(merge_verdicts(verdicts), storage.url, judged, notes)
+    v1 = {rp.batch for rp in found if commits[rp.batch].state_ids is None}
+    return RepartitionReport(merge_verdicts(verdicts), storage.url, judged, notes, v1)

@@ -2,7 +2,9 @@
 issue 35 #5): the partition count changes at a batch of its own, and every check reads the count
 of the batch that committed a version. Fixtures made once by `tests/fixtures/make_native_fixtures.py
 --repartition AT:N` (committed tarballs): `up`, agg and dedup_agg grown from 3 to 5 partitions as
-batch 5; `down`, agg shrunk from 5 to 2 partitions as batch 5."""
+batch 5; `down`, agg shrunk from 5 to 2 partitions as batch 5; `v1`, agg on checkpoint format 1
+grown from 3 to 5 as batch 5 (`--conf spark.sql.streaming.stateStore.checkpointFormatVersion=1`:
+Spark repartitions V1 only when the session's format is 1)."""
 
 from __future__ import annotations
 
@@ -29,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).parents[2] / "benchmarks"))
 import judge_mutations
 
 NATIVE = Path(__file__).parents[1] / "fixtures" / "native"
-FIXTURES = {"up": "spark-4.3.0-repartitioned", "down": "spark-4.3.0-repartitioned-down"}
+FIXTURES = {"up": "spark-4.3.0-repartitioned", "down": "spark-4.3.0-repartitioned-down", "v1": "spark-4.3.0-repartitioned-v1"}
 CASES = [("up", "agg", 3, 5), ("up", "dedup_agg", 3, 5), ("down", "agg", 5, 2)]
 
 
@@ -137,11 +139,11 @@ def test_an_older_snapshot_under_the_repartitions_name_is_a_repartition_mismatch
 # -- `statebed verify repartition`: a correct repartition, and hand-corrupted ones ------------------
 
 
-def _corrupted(tmp_path: Path, change: str) -> tuple[Path, bytes]:
-    """The `up` agg fixture (3 -> 5 partitions as batch 5, version 6) with one key of the new
-    partition 0 moved to partition 3, dropped, or duplicated into partition 3: whole, correct files
-    (`snapshot_surgery`), only the rows differ. Returns the checkpoint and the key."""
-    root = extracted(tmp_path, "up") / "agg"
+def _corrupted(tmp_path: Path, change: str, which: str = "up") -> tuple[Path, bytes]:
+    """The `up` (or `v1`) agg fixture (3 -> 5 partitions as batch 5, version 6) with one key of the
+    new partition 0 moved to partition 3, dropped, or duplicated into partition 3: whole, correct
+    files (`snapshot_surgery`), only the rows differ. Returns the checkpoint and the key."""
+    root = extracted(tmp_path, which) / "agg"
     p0, p3 = StoreId(0, 0), StoreId(0, 3)
     rows = snapshot_rows(root, p0, 6)
     key = sorted(rows)[0]
@@ -168,20 +170,42 @@ def test_a_correct_repartition_is_valid_and_a_checkpoint_without_one_unknown(tmp
     assert code == 3 and json.loads(out)["valid"] == "unknown" and json.loads(out)["repartitions"] == []
 
 
+@pytest.mark.parametrize("which", ["up", "v1"])
 @pytest.mark.parametrize(
     ("change", "placement", "rows"),
     [("moved", False, True), ("dropped", True, False), ("duplicated", False, False)],
 )
 def test_a_key_moved_dropped_or_duplicated_by_the_repartition_is_caught(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], change: str, placement: bool, rows: bool
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], change: str, placement: bool, rows: bool, which: str
 ) -> None:
-    root, key = _corrupted(tmp_path, change)
+    root, key = _corrupted(tmp_path, change, which)
     code, out, _ = run_cli(capsys, "verify", "repartition", str(root), "--json")
     doc = json.loads(out)
     assert code == 1 and doc["valid"] is False
     (rp,) = doc["repartitions"]
-    assert rp["valid"] is False and rp["checks"] == {"placement": placement, "rows": rows, "lineage": True}, rp["anomalies"]
+    lineage = True if which == "up" else "unknown"  # a V1 entry records no ids
+    assert rp["valid"] is False and rp["checks"] == {"placement": placement, "rows": rows, "lineage": lineage}, rp["anomalies"]
     assert all(a["version"] == 6 and a["operator"] == 0 for a in rp["anomalies"])
+
+
+def test_a_v1_repartition_is_found_in_the_offset_log_and_judged_but_its_lineage_is_unknown(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A V1 commit names no partitions: the count each batch ran with is its offset log entry's
+    `spark.sql.shuffle.partitions`. Placement and rows are checked as on V2; the lineage cannot be."""
+    root = extracted(tmp_path, "v1") / "agg"
+    storage = open_storage(root)
+    log = CommitLog(storage)
+    assert [log.read(b).partition_count(0) for b in log.batch_ids()] == [None] * 11  # type: ignore[union-attr]
+    code, out, _ = run_cli(capsys, "verify", "repartition", str(root), "--json")
+    doc = json.loads(out)
+    assert code == 3 and doc["valid"] == "unknown" and doc["anomalies"] == []
+    (rp,) = doc["repartitions"]
+    assert (rp["batch"], rp["partitions"], rp["valid"]) == (5, {"before": 3, "after": 5}, "unknown")
+    assert rp["checks"] == {"placement": True, "rows": True, "lineage": "unknown"}
+    report = verify_lineage(storage)
+    assert report.valid == "unknown" and report.anomalies == [] and not report.orphans
+    assert any("partition 4 store default: not part of the batches committing version(s) 1..5" in n for n in report.notes)
 
 
 def test_a_transform_with_state_repartition_renumbers_column_families_and_is_valid(tmp_path: Path) -> None:

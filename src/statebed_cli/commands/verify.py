@@ -118,7 +118,7 @@ def run_repartition(args: argparse.Namespace) -> int:
         for rp, found in report.repartitions:
             print(
                 f"  operator {rp.operator}, batch {rp.batch} (version {rp.version}): {rp.before} -> {rp.after} partitions: "
-                f"{VERDICT[not found]}"
+                f"{VERDICT[report.verdict(rp, found)]}"
             )
             for a in found:
                 print(f"    {a.kind:<21} {printable(a.detail)}")
