@@ -234,21 +234,22 @@ def generate(spark: Any, root: Path, only: set[str] | None = None) -> dict[str, 
     return out
 
 
-def session(scratch: Path) -> Any:
-    """The one Spark session (local[2]) every checkpoint is written and read with."""
+def session(scratch: Path, master: str = "local[2]", extra: dict[str, str] | None = None) -> Any:
+    """The one Spark session (local[2]) every checkpoint is written and read with; `extra` confs
+    (the JVM plug-in's) and another `master` (local[2,2]: a failed task is retried) for a fault."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from pyspark.sql import SparkSession
 
     b = (
-        SparkSession.builder.master("local[2]")
+        SparkSession.builder.master(master)
         .appName("statebed-native-operators")
         .config("spark.local.dir", str(scratch / "local"))
         .config("spark.sql.warehouse.dir", str(scratch / "warehouse"))
         .config("spark.driver.extraJavaOptions", f"-Dderby.system.home={scratch / 'derby'}")
     )
-    for k, v in SPARK_CONF.items():
+    for k, v in {**SPARK_CONF, **(extra or {})}.items():
         b = b.config(k, v)
     spark = b.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
