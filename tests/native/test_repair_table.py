@@ -71,3 +71,19 @@ def test_corrupt_row_with_row_checksums_fails_the_query_and_names_the_key(tmp_pa
     key = proof["damaged"]["key"]
     assert res.valid is False
     assert any(a["check"] == "lineage" and f"row checksum mismatch for key 0x{key}" in a["detail"] for a in res.anomalies), res.anomalies
+
+
+@pytest.mark.slow
+@pytest.mark.e2e
+@pytest.mark.parametrize(
+    ("example", "counted"), [("corrupt-snapshot-sample3-native-v2-repair", 1), ("corrupt-snapshot-count-native-v2-repair", 0)]
+)
+def test_sparks_repair_metric_counts_a_transform_with_state_repair_but_not_an_aggregations(
+    tmp_path: Path, example: str, counted: int
+) -> None:
+    """A Spark 4.3.0 bug, measured: both repairs are in Spark's log, but the aggregation's read store
+    upgraded to a write store loads the version again, which clears the repair flag before its commit."""
+    res = _run(tmp_path, example, NATIVE_V2, "local")
+    spark = damage_proof(res)["spark"]
+    assert spark["outcome"] == "repaired" and res.valid is True, (spark, res.anomalies)
+    assert spark["rocksdbNumSnapshotsAutoRepaired"] == counted, spark

@@ -17,7 +17,8 @@ Proven by Spark reading the damaged file after the damage: a `read` of it in the
 log (the JVM plug-in logs the checkpoint file manager's opens and the FileSystem's; on S3A, the
 SDK's `GetObject`s). The proof also carries Spark's answer (`sparks_answer`): the failed snapshot
 load its log names and a query that went on (repaired), or the query's failure; and what its
-`rocksdbNumSnapshotsAutoRepaired` metric counted (0 on Spark 4.3.0 even after a logged repair).
+`rocksdbNumSnapshotsAutoRepaired` metric counted (on Spark 4.3.0 an aggregation's stays 0 after a logged
+repair: its read store upgraded to a write store loads again and clears the flag; docs/results.md).
 
 params: partition (default 0), damage: flip | truncate (default flip), restart (default true),
 wait_s (120): how long inject waits for a snapshot to damage (Spark's maintenance uploads them
