@@ -160,9 +160,14 @@ def pct(xs: Sequence[float], q: float) -> float:
 def statebed_json(argv: Sequence[str], label: str, timeout_s: float = 7200) -> tuple[dict[str, Any], float]:
     """`statebed ARGV` in its own process (no failpoints inherited): its last JSON object on stdout and
     its wall seconds. A non-zero exit raises, naming `label`: a benchmark never times a failed run."""
+    return json_process([sys.executable, "-m", "statebed_cli.main", *argv], label, timeout_s)
+
+
+def json_process(cmd: Sequence[str], label: str, timeout_s: float = 7200) -> tuple[dict[str, Any], float]:
+    """`cmd` in its own process, as `statebed_json` runs statebed: its last JSON object and wall seconds."""
     environ = {k: v for k, v in os.environ.items() if k not in ("STATEBED_FAILPOINTS", "STATEBED_FAILPOINTS_CONTROL")}
     t0 = time.perf_counter()
-    proc = run_to_end([sys.executable, "-m", "statebed_cli.main", *argv], env=environ, timeout=timeout_s)
+    proc = run_to_end(list(cmd), env=environ, timeout=timeout_s)
     wall = time.perf_counter() - t0
     if proc.returncode != 0:
         raise RuntimeError(f"{label} exited {proc.returncode}: {proc.stderr[-2000:]}")

@@ -149,17 +149,23 @@ def test_cross_partition(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
 @pytest.mark.e2e
 @pytest.mark.slow
 def test_job_throughput(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """Starts Spark: 1 pair of runs (statebed, native), each its own process, on local[2] and a standalone cluster."""
+    """Starts Spark: 1 round of runs (statebed, native, and on local[2] the no-durability probe),
+    each its own process, on local[2] and a standalone cluster; every run verified."""
     res = run("job_throughput", tmp_path, capsys)
     m = res["metrics"]
-    assert m["valid"] is True and set(m["clusters"]) == {"local", "standalone"}
-    for c in m["clusters"].values():
-        assert [len(c["runs"]["v2"]), len(c["runs"]["native"])] == [1, 1] and len(c["pair_ratios"]) == 1
+    assert m["valid"] is True and m["storage"] == "local" and set(m["clusters"]) == {"local", "standalone"}
+    for name, c in m["clusters"].items():
+        modes = {"v2", "native", "probe"} if name == "local" else {"v2", "native"}
+        assert set(c["runs"]) == modes and all(len(rs) == 1 for rs in c["runs"].values()) and len(c["pair_ratios"]) == 1
         assert 0 <= c["breakdown"]["cache_hit_rate"] <= 1 and c["breakdown"]["state_job_s"] > 0
         assert all(r["wall_s"] > 0 and r["steady_records_per_s"] > 0 for rs in c["runs"].values() for r in rs)
+        assert c["ratios"]["wall"]["ci95"] is None  # one pair: no interval
     assert {r["name"] for r in res["ratios"] if r["goal_op"]} == {
-        "statebed/native steady records/s, local",
-        "statebed/native steady records/s, standalone",
+        "statebed/native steady records/s, local, local",
+        "native/statebed whole-process wall, local, local",
+        "statebed/probe steady records/s, local, local",
+        "statebed/native steady records/s, standalone, local",
+        "native/statebed whole-process wall, standalone, local",
     }
 
 
