@@ -24,7 +24,7 @@ from typing import Any, TextIO
 
 from statebed_base.entry import EXIT_INTERRUPTED
 from statebed_base.errors import StatebedError
-from statebed_model.experimentdir import ExperimentDir
+from statebed_model.experimentdir import ExperimentDir, MatrixDir
 from statebed_store.formats import NATIVE_V1, V1, V2, Format
 from statebed_verify import EXIT_CODES, Verdict
 from statebed_verify.history import read_history
@@ -70,6 +70,29 @@ class CellRun:
     @property
     def reproduce(self) -> str:
         return ExperimentDir(self.cell_dir).reproduce(self.cell.seed)
+
+    def record(self) -> dict[str, Any]:
+        """What the matrix's journal keeps of a finished cell: enough to rebuild it on `--resume`."""
+        return {**self.to_json(), "reasons": self.reasons, "baseline_itself_invalid": self.baseline_itself_invalid}
+
+    @classmethod
+    def from_record(cls, cell: Cell, doc: dict[str, Any], cell_dir: Path) -> CellRun:
+        """A cell a previous invocation finished, as its journal line says (its directory may be gone: valid cells are removed)."""
+        valid = doc.get("valid")
+        run_dir = doc.get("run_dir")
+        return cls(
+            cell,
+            valid if isinstance(valid, bool) else "unknown",
+            list(doc.get("anomalies") or []),
+            int(doc.get("faults_fired") or 0),
+            doc.get("baseline_equal"),
+            run_dir if isinstance(run_dir, str) and Path(run_dir).exists() else None,
+            float(doc.get("seconds") or 0.0),
+            cell_dir,
+            [str(r) for r in doc.get("reasons") or []],
+            {str(k): int(v) for k, v in (doc.get("observed") or {}).items()},
+            bool(doc.get("baseline_itself_invalid")),
+        )
 
     def to_json(self) -> dict[str, Any]:
         c = self.cell
@@ -253,19 +276,30 @@ def run_matrix(
     keep: bool = False,
     strict_native: bool = False,
     baselines_dir: Path | None = None,
+    resume: bool = False,
     log: TextIO = sys.stderr,
 ) -> MatrixResult:
     """Run `cells` one after another under `out`; one baselines cache for all of them (also kept
-    in `baselines_dir` when given: `Baselines`).
+    in `baselines_dir` when given: `Baselines`). Each finished cell is appended to the matrix's
+    journal at once; with `resume`, the cells it lists are taken from it, not run again, and the
+    directory of a cell that was running when a previous invocation stopped is run afresh.
 
     Ctrl-C stops at the running cell (the runner stops its processes) and returns a result
     marked interrupted; the directories of valid cells are removed at the end unless `keep`."""
     started = time.monotonic()
     result = MatrixResult(preset, [], skipped, 0.0, strict_native)
     baselines = Baselines(baselines_dir)
+    journal = MatrixDir(out)
+    finished = journal.finished() if resume else {}
     try:
         for i, cell in enumerate(cells, 1):
             tag = f"[{i}/{len(cells)}] {cell.fault}/{cell.workload}/{cell.format} seed {cell.seed}"
+            if cell.name in finished:
+                result.runs.append(CellRun.from_record(cell, finished[cell.name], out / cell.name))
+                print(f"{tag}: finished before, {_label(result.runs[-1].valid)} (resumed from {journal.journal})", file=log, flush=True)
+                continue
+            if resume and (out / cell.name).exists():
+                shutil.rmtree(out / cell.name)  # the cell a previous invocation was running when it stopped
             print(f"{tag}: running ({cell.experiment.cluster} cluster, {cell.experiment.storage} storage)", file=log, flush=True)
             try:
                 run = _run_one(cell, out / cell.name, run_cell, baselines)
@@ -274,6 +308,7 @@ def run_matrix(
                 print(f"{tag}: interrupted; its directory is kept: {out / cell.name}", file=log, flush=True)
                 break
             result.runs.append(run)
+            journal.append_finished(run.record())
             print(f"{tag}: {_describe(run)}", file=log, flush=True)
     finally:
         if not keep:

@@ -49,6 +49,7 @@ EXPERIMENT_FILE = "experiment.yaml"
 VERDICT_FILE = "verdict.json"
 HISTORY_FILE = "history.jsonl"
 MATRIX_FILE = "matrix.json"
+JOURNAL_FILE = "cells.jsonl"  # one line per finished cell, in the order they finished (`--resume`)
 REPORT_FILE = "report.html"
 CONTROL_FILE = Path("failpoints") / "control.json"
 
@@ -206,3 +207,28 @@ class MatrixDir:
 
     def write_record(self, doc: dict[str, Any]) -> None:
         write_json(self.record, doc)
+
+    @property
+    def journal(self) -> Path:
+        return self.root / JOURNAL_FILE
+
+    def append_finished(self, doc: dict[str, Any]) -> None:
+        """One finished cell's record, appended at once: an interrupted matrix keeps every finished cell."""
+        with open(self.journal, "a", encoding="utf-8") as f:
+            f.write(json.dumps(doc, sort_keys=True) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+
+    def finished(self) -> dict[str, dict[str, Any]]:
+        """Cell name -> its record, from the journal (a torn last line, from a kill mid-write, is skipped)."""
+        if not self.journal.exists():
+            return {}
+        out = {}
+        for line in read_regular(self.journal).decode("utf-8", "replace").splitlines():
+            try:
+                doc = loads_strict(line, file=str(self.journal), what="matrix journal line")
+            except CorruptFileError:
+                continue
+            if isinstance(doc, dict) and isinstance(doc.get("cell"), str):
+                out[doc["cell"]] = doc
+        return out

@@ -402,7 +402,7 @@ def test_a_valid_cell_holding_a_kept_cells_baseline_stays(tmp_path: Path) -> Non
     slow: Key = ("slow-attempt", "sample3", "v2")  # same baseline key (standalone, same sizes and seed)
     result, _ = matrix(tmp_path, {V1_CONTROL: False, holder: True, slow: False})
     out = tmp_path / "out"
-    assert sorted(p.name for p in out.iterdir()) == sorted(r.cell.name for r in result.runs)
+    assert sorted(p.name for p in out.iterdir() if p.is_dir()) == sorted(r.cell.name for r in result.runs)
     kept = out / "kill-executor-sample3-v2-s1"
     assert (kept / "baseline").is_dir()
     assert result.notes == [f"kept {kept}: it holds the baseline {kept / 'baseline'} of a cell that is not valid"]
@@ -434,6 +434,42 @@ def test_ctrl_c_stops_at_the_running_cell(tmp_path: Path, capsys: Capsys) -> Non
     assert code == EXIT_INTERRUPTED and len(stand_in.calls) == 2
     assert doc["summary"]["interrupted"] == "zombie-upload-sample3-v2-s1" and len(doc["runs"]) == 1
     assert (out / "zombie-upload-sample3-v2-s1" / "experiment.yaml").is_file()
+
+
+def test_resume_takes_finished_cells_from_the_journal_and_runs_the_rest(tmp_path: Path, capsys: Capsys) -> None:
+    """A matrix stopped at a cell: `--resume` in the same --out runs the interrupted cell afresh
+    and the ones after it, takes the finished one from cells.jsonl, and judges all of them."""
+    verdicts = {
+        V1_CONTROL: False,
+        V2_CELL: "interrupt",
+        ("restart-driver", "sample3", "v2"): True,
+        ("fail-changelog-upload", "bucket-collect", "v2"): True,
+    }
+    out = tmp_path / "m"
+    assert chaos_matrix.run(cli_args("--quick", "--json", "--out", str(out)), run_cell=StandIn(verdicts)) == EXIT_INTERRUPTED
+    capsys.readouterr()
+    (finished,) = [json.loads(line) for line in (out / "cells.jsonl").read_text().splitlines()]
+    assert finished["cell"] == "zombie-upload-sample3-v1-s1" and finished["valid"] is False
+    stand_in = StandIn({**verdicts, V2_CELL: True})
+    code = chaos_matrix.run(cli_args("--quick", "--json", "--resume", "--out", str(out)), run_cell=stand_in)
+    doc = json.loads(capsys.readouterr().out)
+    assert code == 0 and len(doc["runs"]) == 4 and doc["summary"]["interrupted"] is None
+    assert [k for k, _ in stand_in.calls] == [
+        V2_CELL,
+        ("restart-driver", "sample3", "v2"),
+        ("fail-changelog-upload", "bucket-collect", "v2"),
+    ]
+    assert doc["runs"][0]["cell"] == "zombie-upload-sample3-v1-s1" and doc["runs"][0]["valid"] is False  # from the journal
+    assert len((out / "cells.jsonl").read_text().splitlines()) == 4
+    code, _, err = run_cli(capsys, "chaos", "matrix", "--quick", "--resume")
+    assert code == 2 and "--out" in err
+
+
+def test_resume_refuses_a_directory_that_holds_no_matrix(tmp_path: Path, capsys: Capsys) -> None:
+    (tmp_path / "mine.txt").write_text("keep me")
+    code, _, err = run_cli(capsys, "chaos", "matrix", "--resume", "--out", str(tmp_path))
+    assert code == 2 and "holds no chaos matrix" in err and len(err.strip().splitlines()) == 1
+    assert (tmp_path / "mine.txt").read_text() == "keep me"
 
 
 # -- flag errors ---------------------------------------------------------------------------------

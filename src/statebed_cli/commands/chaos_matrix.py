@@ -51,6 +51,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         "default: the preset's (local), the storage faults always on S3",
     )
     p.add_argument("--out", metavar="DIR", type=Path, help="where the cells' directories go (default: runs/<time>-matrix-<preset>)")
+    p.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue the matrix in --out: the cells its journal (cells.jsonl) lists as finished are taken from it, "
+        "the rest run; the same selection flags as the first invocation",
+    )
     p.add_argument("--keep", action="store_true", help="keep the directories of valid cells too")
     p.add_argument("--strict-native", action="store_true", help="native Spark cells that are not valid fail the exit code")
     p.add_argument("--json", action="store_true", help='machine-readable output: {"runs": [...], "summary": {...}}')
@@ -78,7 +84,7 @@ def run(args: argparse.Namespace, run_cell: RunCell = run_experiment_cell) -> in
         )
     k8s = k8s_settings(args)  # before the output directory: a bad environment leaves nothing behind
     cache_dir = baselines_cache(args).directory
-    out = _out_dir(args.out, preset.name)
+    out = _resumed_dir(args.out) if args.resume else _out_dir(args.out, preset.name)
     if k8s is not None and run_cell is run_experiment_cell:
         run_cell = _k8s_cell(k8s)
     result = run_matrix(
@@ -90,6 +96,7 @@ def run(args: argparse.Namespace, run_cell: RunCell = run_experiment_cell) -> in
         keep=args.keep,
         strict_native=args.strict_native,
         baselines_dir=cache_dir,
+        resume=args.resume,
     )
     MatrixDir(out).write_record(result.to_json())
     report = None if args.no_report else default_report("chaos matrix", out)
@@ -130,6 +137,18 @@ def _names(flag: str, text: str | None) -> list[str] | None:
 def _out_dir(out: Path | None, preset: str) -> Path:
     """A new or empty directory: cell directories are created (and removed) only inside it."""
     return fresh_output_dir(out if out is not None else Path("runs") / f"{time.strftime('%Y%m%d-%H%M%S')}-matrix-{preset}")
+
+
+def _resumed_dir(out: Path | None) -> Path:
+    """`--resume`'s directory: a matrix's (its journal or record there) or a new or empty one."""
+    if out is None:
+        raise UsageError("--resume: give the matrix's directory with --out")
+    if out.exists() and any(out.iterdir()) and not (MatrixDir(out).journal.is_file() or MatrixDir(out).record.is_file()):
+        raise UsageError(f"--out {out}: holds no chaos matrix (no {MatrixDir(out).journal.name}); refusing to resume into it")
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"--out {out}: exists and is not a directory")
+    out.mkdir(parents=True, exist_ok=True)
+    return out
 
 
 def _report(result: MatrixResult, *, as_json: bool) -> None:
