@@ -4,8 +4,10 @@ For batch `b` (Spark may call it more than once: a rerun after a driver restart)
 
 1. If `commits/<b>` exists the batch is decided: publish its staged output to the sink if
    the sink lacks it, and stop. Nothing is recomputed, so nothing is emitted twice.
-2. Record the input, then run the tasks: each loads `(b, id committed by b-1)`, commits
-   `b+1` and reports `(partition, version, new id, base id)` and its output rows.
+2. Record the input (beside the tasks, on a thread of its own: the input log is a
+   diagnostic the commit waits for, not a step the tasks need), and run the tasks: each loads
+   `(b, id committed by b-1)`, commits `b+1` and reports `(partition, version, new id, base
+   id)` and its output rows.
 3. Keep one result per partition (Spark already keeps one per task; speculative losers'
    files stay in storage as orphans), and check every one: version `b+1`, base id equal
    to the commit log's (`BaseIdMismatchError` otherwise: the batch fails, nothing commits).
@@ -18,6 +20,7 @@ Spark-free: the Spark job passes an `execute` that runs `mapInArrow`; tests pass
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -115,12 +118,16 @@ class BatchDriver:
             return BatchOutcome(batch_id, "skipped")
         if self.log.read(batch_id) is not None:
             return self._reemit(batch_id, t0)
-        table = inputs() if callable(inputs) else inputs
-        self.run.write_input(batch_id, table)
-        t_input = time.perf_counter()
-        spec = self.spec(batch_id)
-        chosen = self._one_per_partition(execute(spec), spec)
+        input_log = _InputLog(self.run, batch_id, inputs)
+        try:
+            spec = self.spec(batch_id)
+            chosen = self._one_per_partition(execute(spec), spec)
+        except BaseException:
+            input_log.join()  # no log write outlives the batch's failure (a replan writes its own)
+            raise
         t_tasks = time.perf_counter()
+        table = input_log.wait()  # logged before any commit, as when it ran first
+        t_input = time.perf_counter()
         failpoints.hit("driver.tasks.after")
         outputs = pa.concat_tables([r.outputs for r in chosen]) if chosen else self.workload.empty_output()
         self.run.stage_output(batch_id, outputs)
@@ -137,9 +144,10 @@ class BatchDriver:
                 "status": "committed",
                 "seconds": round(seconds, 4),
                 "records": table.num_rows,
-                "input_s": round(t_input - t0, 4),  # reading the batch on the driver + the input log
-                "tasks_s": round(t_tasks - t_input, 4),  # the Spark job of the state tasks, wall
-                "commit_s": round(t_end - t_tasks, 4),  # staging, commit log, sink
+                "input_s": round(input_log.seconds, 4),  # reading the batch on the driver + the input log, beside the tasks
+                "input_wait_s": round(t_input - t_tasks, 4),  # of which the batch waited for after its tasks
+                "tasks_s": round(t_tasks - t0, 4),  # the Spark job of the state tasks, wall
+                "commit_s": round(t_end - t_input, 4),  # staging, commit log, sink
                 "attempts": [r.attempt for r in chosen],
                 "task_seconds": [round(r.seconds, 4) for r in chosen],  # inside each task: load, apply, commit
                 "task_phases": [{k: v for k, v in r.phases.items() if k != "uploads"} for r in chosen],
@@ -185,3 +193,38 @@ class BatchDriver:
             log.warning("re-emitted the output of an already committed batch", extra=kv(batch=batch_id))
         self.run.append_timing({"batch": batch_id, "status": "re-emitted", "seconds": round(time.perf_counter() - t0, 4)})
         return BatchOutcome(batch_id, "re-emitted", seconds=time.perf_counter() - t0)
+
+
+class _InputLog:
+    """A batch's input read and logged on a thread of its own while the state tasks run (a Spark
+    job of its own when `inputs` is the batch's DataFrame read); `wait` joins it and returns the
+    table, re-raising what the thread raised."""
+
+    def __init__(self, run: RunDir, batch_id: int, inputs: pa.Table | Callable[[], pa.Table]) -> None:
+        self.seconds = 0.0
+        self._table: pa.Table | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._log, args=(run, batch_id, inputs), name=f"input-log-{batch_id}", daemon=True)
+        self._thread.start()
+
+    def _log(self, run: RunDir, batch_id: int, inputs: pa.Table | Callable[[], pa.Table]) -> None:
+        t0 = time.perf_counter()
+        try:
+            with failpoints.task_context(batch=batch_id):
+                table = inputs() if callable(inputs) else inputs
+                run.write_input(batch_id, table)
+            self._table = table
+        except BaseException as e:  # re-raised on the batch's thread by `wait`
+            self._error = e
+        finally:
+            self.seconds = time.perf_counter() - t0
+
+    def join(self) -> None:
+        self._thread.join()
+
+    def wait(self) -> pa.Table:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        assert self._table is not None
+        return self._table

@@ -10,8 +10,9 @@ written before it loads, rewritten when it ends, ok or fail.
 
 Providers live as long as the Python worker (`spark.python.worker.reuse`), one per
 (checkpoint, partition), with their local RocksDB under a per-host directory, so a task
-that lands where the partition ran last batch finds its state open; past `MAX_PROVIDERS`
-the least recently used one is closed.
+that lands where the partition ran last batch finds its state open, and one that lands in a
+worker that ran it some batches ago replays only the changelogs committed since (the provider's
+catch-up); past `MAX_PROVIDERS` the least recently used one is closed.
 """
 
 from __future__ import annotations
@@ -231,7 +232,7 @@ def _load_apply_commit(spec: TaskSpec, partition: int, records: pa.Table, attemp
     workload = get_workload(spec.workload)
     provider = _provider(spec, partition)
     ctx = TaskContext(partition, spec.partitions, spec.batch_id, task_rng(spec.seed, spec.batch_id, partition, attempt))
-    hits = provider.metrics.cache_hits
+    hits, catch_ups = provider.metrics.cache_hits, provider.metrics.catch_ups
     with provider.load(spec.batch_id, spec.base_ids[partition], task_info=task_info) as txn:
         att.loaded(txn.new_id)
         failpoints.hit("task.load.after")
@@ -246,7 +247,8 @@ def _load_apply_commit(spec: TaskSpec, partition: int, records: pa.Table, attemp
         "load_s": round(t_load - t0, 4),
         "apply_s": round(t_apply - t_load, 4),
         "commit_s": round(t_commit - t_apply, 4),
-        "cache_hit": float(provider.metrics.cache_hits > hits),
+        "cache_hit": float(provider.metrics.cache_hits > hits),  # the open instance was at the base
+        "caught_up": float(provider.metrics.catch_ups > catch_ups),  # it replayed only the changelogs it had missed
         "records": float(records.num_rows),
         "uploads": take_uploads(provider.storage),  # this process's uploads since the last task: the changelog, snapshots
     }

@@ -34,6 +34,7 @@ from statebed_base.errors import (
     CheckpointFileError,
     InjectedFault,
     MissingFileError,
+    StatebedError,
     StoreStateError,
     UnplannableError,
     UsageError,
@@ -47,8 +48,8 @@ from .engine import RocksEngine
 from .formats import FORMATS
 from .lineage import CheckpointRef
 from .merge import replay_merge
-from .naming import CHANGELOG, DB_DIR, StateFileName, StoreId, check_id, new_checkpoint_id
-from .plan import LoadPlan, SnapshotUnusable, check_link, plan_with_fallback
+from .naming import CHANGELOG, DB_DIR, SNAPSHOT, StateFileName, StoreId, check_id, new_checkpoint_id
+from .plan import LoadPlan, SnapshotUnusable, check_link, plan_load, plan_with_fallback
 from .publish import publish_state_file
 from .snapshot import ImmutableFile
 from .storage.base import Storage
@@ -78,6 +79,7 @@ class CommitResult:
 class ProviderMetrics:
     loads: int = 0
     cache_hits: int = 0
+    catch_ups: int = 0  # loads that replayed, on the open instance, only the changelogs it had not applied
     snapshot_loads: int = 0
     changelogs_replayed: int = 0
     records_replayed: int = 0
@@ -163,7 +165,7 @@ class StateStoreProvider:
             self.metrics.loads += 1
             if self._instance is not None and self._instance.loaded == ref:
                 self.metrics.cache_hits += 1
-            else:
+            elif not self._catch_up(ref):
                 self._reload(ref)
             self.metrics.load_seconds += time.perf_counter() - t0
             v2 = FORMATS[self.options.format].ids
@@ -179,6 +181,44 @@ class StateStoreProvider:
         if inst is not None:
             inst.engine.close()
 
+    def _files(self) -> StoreFiles:
+        return StoreFiles(
+            self.storage, self.store, cache=self.cache, verify_checksums=self.options.checksums, row_checksums=self.options.row_checksums
+        )
+
+    def _catch_up(self, ref: CheckpointRef) -> bool:
+        """Bring the open instance forward to `ref` by replaying only the changelogs after what it
+        holds, when the committed chain to `ref` passes through it (its own version and id): a task
+        that lands in this process after others ran the partition in between rebuilds nothing.
+        The chain is planned as a load is, with the snapshots newer than the instance left out, and
+        each changelog's link to the one before is checked. Anything else (another attempt's id, a
+        gap, a damaged file) returns False with the instance dropped: the caller rebuilds from storage.
+        The bookkeeping (lineage, last snapshot) is the one a rebuild's plan would set."""
+        inst = self._instance
+        if inst is None or ref.version <= inst.loaded.version:
+            return False
+        files = self._files()
+        try:
+            newer = frozenset(r for r in files.refs(SNAPSHOT) if inst.loaded.version < r.version <= ref.version)
+            chain = plan_load(files, ref, exclude_snapshots=newer)
+            if inst.loaded not in chain.chain:
+                return False
+            todo = tuple(c for c in chain.changelogs if c.version > inst.loaded.version)
+            self._replay(files, inst.engine, todo, inst.loaded)
+            rebuild = plan_load(files, ref)  # what a rebuild would plan: its lineage and last snapshot
+        except StatebedError as e:
+            log.info(
+                "catch-up not possible; rebuilding", extra=kv(store=str(self.store), loaded=str(inst.loaded), target=str(ref), why=str(e))
+            )
+            self._invalidate()  # a replay that stopped half-way leaves the instance between versions
+            return False
+        inst.loaded = ref
+        inst.lineage = list(rebuild.chain)[-self.options.snapshot_interval :] if ref.id is not None else []
+        inst.last_snapshot_version = max(inst.last_snapshot_version, rebuild.snapshot.version if rebuild.snapshot else 0)
+        self.metrics.catch_ups += 1
+        log.info("caught up", extra=kv(store=str(self.store), target=str(ref), changelogs=len(todo)))
+        return True
+
     def _reload(self, ref: CheckpointRef) -> None:
         """Rebuild the instance at `ref` from storage.
 
@@ -188,13 +228,7 @@ class StateStoreProvider:
         """
         self._invalidate()
         for attempt in (1, 2):
-            files = StoreFiles(
-                self.storage,
-                self.store,
-                cache=self.cache,
-                verify_checksums=self.options.checksums,
-                row_checksums=self.options.row_checksums,
-            )
+            files = self._files()
             try:
                 self._instance = self._build(files, ref)
                 return
@@ -252,19 +286,7 @@ class StateStoreProvider:
         else:
             engine = RocksEngine(db_dir)
         try:
-            prev = plan.snapshot
-            for ref in plan.changelogs:
-                shown = files.display(ref, CHANGELOG)
-                cl = parse_changelog(files.read_verified(ref, CHANGELOG), file=shown, version=ref.version)
-                check_link(ref, cl.lineage, prev, file=shown)
-                ops, keys, values = cl.columns()
-                rows = files.row_checksums  # the options' (the provider's StoreFiles is given them): no offset log read
-                if rows is not None:
-                    keys = rows.replay_columns(ops, keys, values, DELETE, file=shown)
-                merge = replay_merge(files.storage, shown, framed=rows is not None) if MERGE in ops else None
-                self.metrics.records_replayed += engine.apply(ops, keys, values, DELETE, merge=merge)
-                self.metrics.changelogs_replayed += 1
-                prev = ref
+            self._replay(files, engine, plan.changelogs, plan.snapshot)
         except BaseException:
             engine.close()
             raise
@@ -280,6 +302,21 @@ class StateStoreProvider:
             last_snapshot_version=plan.snapshot.version if plan.snapshot else 0,
             registry=registry,
         )
+
+    def _replay(self, files: StoreFiles, engine: RocksEngine, changelogs: Sequence[CheckpointRef], prev: CheckpointRef | None) -> None:
+        """Apply `changelogs` in order onto `engine`, each checked to follow `prev` (the one before it)."""
+        for ref in changelogs:
+            shown = files.display(ref, CHANGELOG)
+            cl = parse_changelog(files.read_verified(ref, CHANGELOG), file=shown, version=ref.version)
+            check_link(ref, cl.lineage, prev, file=shown)
+            ops, keys, values = cl.columns()
+            rows = files.row_checksums  # the options' (the provider's StoreFiles is given them): no offset log read
+            if rows is not None:
+                keys = rows.replay_columns(ops, keys, values, DELETE, file=shown)
+            merge = replay_merge(files.storage, shown, framed=rows is not None) if MERGE in ops else None
+            self.metrics.records_replayed += engine.apply(ops, keys, values, DELETE, merge=merge)
+            self.metrics.changelogs_replayed += 1
+            prev = ref
 
     # -- commit / abort (called by StateStore) ---------------------------------------------
     def _engine(self, txn: StateStore) -> RocksEngine:
