@@ -30,7 +30,7 @@ from typing import Any
 
 from statebed_base.errors import CorruptFileError, NotRegularFileError, UsageError
 from statebed_base.jsonsafe import loads_strict
-from statebed_base.localfs import atomic_write, read_regular
+from statebed_base.localfs import append_line, atomic_write, read_regular
 
 __all__ = [
     "CONTROL_FILE",
@@ -214,10 +214,7 @@ class MatrixDir:
 
     def append_finished(self, doc: dict[str, Any]) -> None:
         """One finished cell's record, appended at once: an interrupted matrix keeps every finished cell."""
-        with open(self.journal, "a", encoding="utf-8") as f:
-            f.write(json.dumps(doc, sort_keys=True) + "\n")
-            f.flush()
-            os.fsync(f.fileno())
+        append_line(self.journal, json.dumps(doc, sort_keys=True).encode())
 
     def finished(self) -> dict[str, dict[str, Any]]:
         """Cell name -> its record, from the journal (a torn last line, from a kill mid-write, is skipped)."""
