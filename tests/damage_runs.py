@@ -14,11 +14,12 @@ from statebed_chaos.experiment_runner import run_experiment
 EXAMPLES = Path(__file__).parents[1] / "examples" / "experiments"
 
 
-def run_example(tmp_path: Path, name: str) -> Any:
-    """`examples/experiments/<name>.yaml` without its baseline (the other verifiers judge it)."""
+def run_example(tmp_path: Path, name: str, out: str | None = None, **changes: Any) -> Any:
+    """`examples/experiments/<name>.yaml` without its baseline (the other verifiers judge it), with
+    `changes` to its fields (another format, storage), run into `tmp_path / (out or name)`."""
     exp = load_experiment(EXAMPLES / f"{name}.yaml")
-    exp = replace(exp, verifiers=tuple(v for v in exp.verifiers if v != "baseline"))
-    return run_experiment(exp, out_dir=tmp_path / name, progress=False)
+    exp = replace(exp, verifiers=tuple(v for v in exp.verifiers if v != "baseline"), **changes)
+    return run_experiment(exp, out_dir=tmp_path / (out or name), progress=False)
 
 
 def damage_proof(res: Any) -> dict[str, Any]:

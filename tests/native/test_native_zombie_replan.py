@@ -10,21 +10,18 @@ from __future__ import annotations
 import json
 import re
 import time
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
+from damage_runs import run_example
 from test_native_zombie import context, record
 
 from statebed_base.errors import UsageError
-from statebed_chaos.experiment import load_experiment
-from statebed_chaos.experiment_runner import run_experiment
 from statebed_chaos.faults import FaultContext, FaultSpec, NotApplicable, Trigger, fault_class
 from statebed_chaos.faults.zombie_native import COMMIT_MARK, SNAPSHOT_ZOMBIE, ZOMBIE
 from statebed_chaos.faults.zombie_replan import LAND, SNAPSHOT_UPLOAD, STOP, parked_file
 
-EXAMPLES = Path(__file__).parents[2] / "examples" / "experiments"
 TASK = {"batch": 2, "partition": 0, "attempt": 0}
 
 
@@ -171,9 +168,7 @@ def test_without_a_driver_kill_it_has_not_fired(tmp_path: Path) -> None:
 
 
 def result_of(tmp_path: Path, format: str) -> Any:
-    exp = load_experiment(EXAMPLES / f"zombie-upload-replan-bucket-collect-{format}.yaml")
-    exp = replace(exp, verifiers=tuple(v for v in exp.verifiers if v != "baseline"))
-    return run_experiment(exp, out_dir=tmp_path / format, progress=False)
+    return run_example(tmp_path, f"zombie-upload-replan-bucket-collect-{format}", format)
 
 
 def fired(res: Any) -> dict[str, Any]:

@@ -6,24 +6,19 @@ example experiments with the format or the storage changed."""
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
-from damage_runs import EXAMPLES, damage_proof
+from damage_runs import damage_proof, run_example
 
-from statebed_chaos.experiment import load_experiment
-from statebed_chaos.experiment_runner import run_experiment
 from statebed_store.formats import NATIVE_V1, NATIVE_V2
 
 WHERE = [(NATIVE_V1, "local"), (NATIVE_V1, "s3"), (NATIVE_V2, "s3")]
 
 
 def _run(tmp_path: Path, example: str, format: Any, storage: str) -> Any:
-    exp = load_experiment(EXAMPLES / f"{example}.yaml")
-    exp = replace(exp, format=format, storage=storage, verifiers=tuple(v for v in exp.verifiers if v != "baseline"))
-    return run_experiment(exp, out_dir=tmp_path / f"{example}-{format}-{storage}", progress=False)
+    return run_example(tmp_path, example, f"{example}-{format}-{storage}", format=format, storage=storage)
 
 
 def _kinds(res: Any, check: str) -> set[str]:
