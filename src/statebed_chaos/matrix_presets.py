@@ -18,7 +18,7 @@ from statebed_base.errors import UsageError
 from statebed_base.names import path_segment
 from statebed_model.native_state import NATIVE_WORKLOADS
 from statebed_model.workloads import WORKLOADS
-from statebed_store.formats import RUN_FORMATS, V1, V2, Format, get_format
+from statebed_store.formats import RUN_FORMATS, V1, V2, Format
 
 from .experiment import STORAGES, Experiment
 from .faults import KINDS, FaultSpec, NotApplicable, Trigger, fault_class
@@ -169,10 +169,6 @@ class Preset:
     combos: tuple[tuple[str, str, Format], ...]
     seeds: int  # default --seeds
     base: Experiment  # sizes, cluster and storage of every cell (a fault's plan may change cluster/storage)
-
-    def __post_init__(self) -> None:
-        """A combo's format given by name is parsed here, once."""
-        object.__setattr__(self, "combos", tuple((f, w, get_format(m)) for f, w, m in self.combos))
 
 
 def _product(faults: Sequence[str], workloads: Sequence[str], formats: Sequence[Format]) -> tuple[tuple[str, str, Format], ...]:

@@ -15,6 +15,7 @@ import pytest
 
 from statebed_base.errors import UsageError
 from statebed_chaos.faults import Evidence, FaultContext
+from statebed_store.formats import get_format
 from statebed_verify import verify_run
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -81,11 +82,11 @@ def test_snapshot_faults_arm_at_the_trigger_and_need_a_matching_firing(tmp_path:
 def test_zombie_upload_needs_the_zombie_write_after_the_winners(tmp_path: Path) -> None:
     ctx = context(tmp_path, format="v1")
     z = fault("zombie-upload", batch=2, partition=1, hold_ms=30000, slow_ms=4000)
-    z.check("v1", "standalone", "local")
+    z.check(get_format("v1"), "standalone", "local")
     with pytest.raises(Exception, match="standalone"):
-        z.check("v1", "local", "local")
+        z.check(get_format("v1"), "local", "local")
     with pytest.raises(Exception, match="does not apply to native"):
-        z.check("native", "standalone", "local")
+        z.check(get_format("native"), "standalone", "local")
     assert z.evidence(ctx).fired is None
     z.prepare(ctx)
     a0, a1 = "[batch=2,partition=1,attempt=0]", "[batch=2,partition=1,attempt=1]"

@@ -12,6 +12,7 @@ import json
 import signal
 import subprocess
 import sys
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,10 +32,18 @@ from statebed_chaos.matrix import EXIT_INTERRUPTED, MatrixResult, fault_caused, 
 from statebed_chaos.matrix_presets import FAULTS, NONDETERMINISTIC, PRESETS, Preset, plan_cells
 from statebed_cli.commands import chaos_matrix
 from statebed_model.spark_features import SPARK_DEFAULTS, feature_conf
+from statebed_store.formats import get_format
 from statebed_verify import EXIT_CODES
 
 Capsys = pytest.CaptureFixture[str]
 Key = tuple[str, str, str]  # (fault, workload, format)
+
+
+def _preset(keys: Iterable[Key], seeds: int) -> Preset:
+    """A preset of these cells, each format parsed from its name (the edge a test writes)."""
+    return Preset("test", tuple((f, w, get_format(m)) for f, w, m in keys), seeds, BASE)
+
+
 RUN_KEYS = {"fault", "workload", "format", "seed", "valid", "anomalies", "faults_fired", "baseline_equal", "run_dir"}
 RUN_KEYS |= {"cell", "seconds", "observed"}  # what the matrix report reads: the cell's name, its wall time, what its history showed
 BASE = Experiment(batches=4, rows_per_batch=100, keyspace=10)
@@ -93,7 +102,7 @@ def matrix(
     strict_native: bool = False,
     anomalies: list[dict[str, Any]] | None = None,
 ) -> tuple[MatrixResult, StandIn]:
-    preset = Preset("test", tuple(verdicts), seeds, BASE)
+    preset = _preset(verdicts, seeds)
     cells, skipped = plan_cells(preset, seeds)
     stand_in = StandIn(verdicts) if anomalies is None else StandIn(verdicts, anomalies)
     out = tmp_path / "out"
@@ -294,7 +303,7 @@ def test_the_v1_control_counts_only_when_its_fault_fired_and_its_baseline_was_va
     """The anomaly must be the fault's: a fault that did not fire, or a fault-free baseline that is
     itself invalid (V1 under speculation alone), proves nothing about the fault."""
     stand_in = StandIn({V1_CONTROL: False, V2_CELL: True}, fired=fired, baseline_itself_invalid=itself_invalid)
-    preset = Preset("test", (V1_CONTROL, V2_CELL), 1, BASE)
+    preset = _preset((V1_CONTROL, V2_CELL), 1)
     cells, skipped = plan_cells(preset, 1)
     (tmp_path / "out").mkdir()
     result = run_matrix(cells, skipped, tmp_path / "out", preset="test", run_cell=stand_in, log=sys.stderr)

@@ -202,7 +202,7 @@ def test_slow_attempt_arms_a_filtered_delay_and_is_proven_by_its_firing(tmp_path
     with pytest.raises(UsageError, match="when must be after or before"):
         fault("slow-attempt", when="during")
     with pytest.raises(NotApplicable, match="does not apply to native"):
-        f.check("native", "standalone", "local")
+        f.check(get_format("native"), "standalone", "local")
 
 
 @pytest.mark.parametrize(("format", "target"), [("native-v1", {"attempt": 0}), ("native-v2", {})])
@@ -211,7 +211,7 @@ def test_slow_attempt_on_spark_s_store_delays_the_changelog_close(tmp_path: Path
     commit. V2 closes it on a pool thread with no task context, so no attempt is named there."""
     ctx = context(tmp_path, format=format)
     f = fault("slow-attempt", batch=2, partition=1, ms=2000, when="after")
-    f.check(format, "standalone", "local")
+    f.check(get_format(format), "standalone", "local")
     f.prepare(ctx)
     want = {"batch": 2, "partition": 1, **target}
     term = "[" + ",".join(f"{k}={v}" for k, v in want.items()) + "]1*delay(2000)"
@@ -226,7 +226,7 @@ def test_slow_attempt_on_spark_s_store_delays_the_changelog_close(tmp_path: Path
     f.heal(ctx)
     assert ctx.control.read()["points"] == {}
     with pytest.raises(NotApplicable, match="native: when: after"):
-        fault("slow-attempt", when="before").check(format, "standalone", "local")
+        fault("slow-attempt", when="before").check(get_format(format), "standalone", "local")
 
 
 class _Executors(Targets):
@@ -303,9 +303,9 @@ def test_faults_on_one_point_compose_and_disarm_only_their_own_term(tmp_path: Pa
 def test_kill_python_worker_without_a_running_attempt_is_not_delivered(tmp_path: Path) -> None:
     ctx = context(tmp_path, cluster="local")
     f = fault("kill-python-worker", partition=0, wait_s=0)
-    f.check("v1", "local", "local")  # works in local mode too
+    f.check(get_format("v1"), "local", "local")  # works in local mode too
     with pytest.raises(NotApplicable):
-        f.check("native", "local", "local")
+        f.check(get_format("native"), "local", "local")
     with pytest.raises(Exception, match="no running attempt 0 of batch 1 partition 0"):
         f.inject(ctx)
     assert f.evidence(ctx).fired is False  # the nemesis recorded nothing ok
@@ -333,9 +333,9 @@ def test_restart_driver_needs_the_exit_firing_and_a_restarted_driver_in_the_hist
     with pytest.raises(UsageError, match="unknown step"):
         fault("restart-driver", step="whenever")
     with pytest.raises(NotApplicable, match="at-trigger"):
-        f.check("native", "standalone", "local")
+        f.check(get_format("native"), "standalone", "local")
     native = fault("restart-driver")
-    native.check("native", "local", "local")  # native defaults to at-trigger
+    native.check(get_format("native"), "local", "local")  # native defaults to at-trigger
     assert native.evidence(context(tmp_path / "n", format="native")).fired is False
 
 
@@ -353,7 +353,7 @@ class Run:
     def __init__(self, ctx: FaultContext, faults: list[Fault], *args: str) -> None:
         self.ctx, self.faults, self.args = ctx, faults, list(args)
         for f in faults:
-            f.check(ctx.format, ctx.cluster, "local")
+            f.check(get_format(ctx.format), ctx.cluster, "local")
             f.prepare(ctx)
         self.proc = self.start()
 

@@ -15,6 +15,7 @@ from statebed_base.errors import UsageError
 from statebed_chaos.faults import Evidence, Fault, FaultContext, FaultSpec, NotApplicable, Trigger
 from statebed_chaos.nemesis import Nemesis
 from statebed_model.rewind_journal import new_journal
+from statebed_store.formats import get_format
 
 ABANDONED = ["spark-checkpoint/commits/4", "spark-checkpoint/offsets/4", "spark-checkpoint/commits/3", "spark-checkpoint/offsets/3"]
 
@@ -35,15 +36,15 @@ def test_params_and_where_the_fault_applies() -> None:
         fault("rewind-reprocess", batch=4, to_batch=4)
     with pytest.raises(UsageError, match="drop_snapshots must be true or false"):
         fault("rewind-reprocess", drop_snapshots="yes")
-    f.check("v1", "standalone", "local")
-    f.check("native", "local", "local")  # native: no failpoints, nothing to retry
+    f.check(get_format("v1"), "standalone", "local")
+    f.check(get_format("native"), "local", "local")  # native: no failpoints, nothing to retry
     with pytest.raises(NotApplicable, match="standalone"):
-        f.check("v2", "local", "local")
-    fault("rewind-reprocess", batch=4, diverge=False).check("v2", "local", "local")
+        f.check(get_format("v2"), "local", "local")
+    fault("rewind-reprocess", batch=4, diverge=False).check(get_format("v2"), "local", "local")
     with pytest.raises(NotApplicable, match="storage: local"):
-        f.check("v2", "standalone", "s3")
+        f.check(get_format("v2"), "standalone", "s3")
     with pytest.raises(NotApplicable, match="native runs set both false"):
-        fault("rewind-reprocess", batch=4, drop_snapshots=True).check("native", "standalone", "local")
+        fault("rewind-reprocess", batch=4, drop_snapshots=True).check(get_format("native"), "standalone", "local")
 
 
 def test_diverge_is_armed_before_the_first_driver_and_disarmed_by_heal(tmp_path: Path) -> None:

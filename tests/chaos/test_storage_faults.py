@@ -24,7 +24,7 @@ from statebed_chaos.targets import LocalTargets
 from statebed_model.rundir import RunDir
 from statebed_store import S3Settings
 from statebed_store.failpoint_control import Control
-from statebed_store.formats import V2
+from statebed_store.formats import V2, get_format
 from statebed_store.storage import S3Storage
 from statebed_store.storage.request_log import REQUEST_LOG_ENV
 from statebed_verify.history import History
@@ -134,8 +134,8 @@ def test_never_injected_and_not_applicable(tmp_path: Path) -> None:
     assert fault.evidence(ctx).fired is False and "never injected" in fault.evidence(ctx).detail
     for format, storage in (("native", "s3"), ("v2", "local")):
         with pytest.raises(NotApplicable):
-            fault.check(format, "local", storage)
-    fault.check("v1", "standalone", "s3")
+            fault.check(get_format(format), "local", storage)
+    fault.check(get_format("v1"), "standalone", "s3")
     assert fault_class("storage-outage").needs == frozenset({"s3-proxy"})
 
 

@@ -21,7 +21,7 @@ from statebed_base.errors import UsageError
 from statebed_chaos.faults import FaultSpec, NotApplicable, Trigger, fault_class
 from statebed_store import StoreFiles, open_storage
 from statebed_store.checksum import check_sidecar
-from statebed_store.formats import FORMATS
+from statebed_store.formats import FORMATS, get_format
 from statebed_store.naming import CHANGELOG, StoreId, hadoop_crc_name, sidecar_name
 
 
@@ -61,10 +61,10 @@ def test_params_and_formats_are_checked() -> None:
     assert fault().restarts_driver is True and fault(restart=False).restarts_driver is False
     for name in FORMATS:
         if name.startswith("native-"):
-            fault().check(name, "local", "s3")
+            fault().check(get_format(name), "local", "s3")
         else:
             with pytest.raises(NotApplicable, match="corrupt-row does not apply"):
-                fault().check(name, "local", "local")
+                fault().check(get_format(name), "local", "local")
 
 
 @pytest.mark.slow

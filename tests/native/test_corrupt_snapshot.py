@@ -23,7 +23,7 @@ from statebed_chaos.faults import FaultSpec, NotApplicable, Trigger, fault_class
 from statebed_chaos.faults.corrupt_snapshot import damaged, target_snapshot
 from statebed_model.experimentdir import ExperimentDir
 from statebed_store import open_storage
-from statebed_store.formats import FORMATS
+from statebed_store.formats import FORMATS, get_format
 from statebed_verify import verify_run
 
 
@@ -69,11 +69,11 @@ def test_params_and_formats_are_checked() -> None:
     plugin = {n for n in FORMATS if n.startswith("native-")}
     for name in FORMATS:
         if name in plugin:
-            fault().check(name, "local", "local")
-            fault().check(name, "local", "s3")
+            fault().check(get_format(name), "local", "local")
+            fault().check(get_format(name), "local", "s3")
         else:
             with pytest.raises(NotApplicable, match="corrupt-snapshot does not apply"):
-                fault().check(name, "local", "local")
+                fault().check(get_format(name), "local", "local")
 
 
 @pytest.mark.slow

@@ -75,11 +75,11 @@ def test_an_experiment_in_native_v1_parses_and_process_faults_apply() -> None:
     )
     assert exp.format.name == "native-v1" and exp.faults[0].params.get("step") in (None, "at-trigger")
     restart = fault_class("restart-driver")(exp.faults[0])
-    restart.check("native-v1", "local", "local")
+    restart.check(get_format("native-v1"), "local", "local")
     assert restart.point(get_format("native-v1")) is None  # at-trigger: no statebed failpoint in a native run
     worker = fault_class("kill-python-worker")(FaultSpec(id="w", kind="kill-python-worker", at=Trigger(batch=1)))
     with pytest.raises(NotApplicable):
-        worker.check("native-v2", "standalone", "local")
+        worker.check(get_format("native-v2"), "standalone", "local")
 
 
 def test_collect_list_buffer_decodes() -> None:
@@ -145,9 +145,9 @@ def test_failpoint_faults_reach_native_v1_v2_through_the_jvm_plugin(
 
     f = fault_class(kind)(FaultSpec(id="f", kind=kind, at=Trigger(batch=1), params=params))
     for format in ("native-v1", "native-v2"):
-        f.check(format, "standalone", "local")
+        f.check(get_format(format), "standalone", "local")
     with pytest.raises(NotApplicable):
-        f.check("native", "standalone", "local")
+        f.check(get_format("native"), "standalone", "local")
     assert native_point in POINTS and f.native_points[f.point] == native_point  # type: ignore[attr-defined]
 
 
@@ -161,10 +161,10 @@ def test_native_v1_v2_sessions_load_the_plugin_and_native_does_not(tmp_path: Pat
 def test_failpoints_without_a_native_twin_do_not_apply_to_native() -> None:
     f = fault_class("fail-changelog-upload")(FaultSpec(id="f", kind="fail-changelog-upload", at=Trigger(batch=1), params={"when": "after"}))
     with pytest.raises(NotApplicable, match="no point in Spark"):
-        f.check("native-v2", "standalone", "local")
+        f.check(get_format("native-v2"), "standalone", "local")
     with pytest.raises(NotApplicable, match="one try"):
         fault_class("fail-changelog-upload")(FaultSpec(id="g", kind="fail-changelog-upload", at=Trigger(batch=1))).check(
-            "native-v1", "local", "local"
+            get_format("native-v1"), "local", "local"
         )
 
 

@@ -56,21 +56,21 @@ def record(ctx: FaultContext, t: float, point: str, action: str, task: dict[str,
 
 @pytest.mark.parametrize("format", ["native-v1", "native-v2"])
 def test_the_changelog_zombie_applies_to_native_v1_and_v2(format: str) -> None:
-    zombie().check(format, "standalone", "local")
+    zombie().check(get_format(format), "standalone", "local")
 
 
 def test_plain_native_does_not_apply() -> None:
     with pytest.raises(NotApplicable, match="does not apply to native runs"):
-        zombie().check("native", "standalone", "local")  # no plug-in in `native`
+        zombie().check(get_format("native"), "standalone", "local")  # no plug-in in `native`
 
 
 @pytest.mark.parametrize("format", ["native-v1", "native-v2"])
 def test_the_snapshot_zombie_applies_to_batch_0_only(format: str) -> None:
     """Only version 1's zip is uploaded by the task (forced: its column families are new); later
     zips come from the committed store's maintenance thread, once: no losing twin."""
-    zombie("snapshot", batch=0).check(format, "standalone", "local")
+    zombie("snapshot", batch=0).check(get_format(format), "standalone", "local")
     with pytest.raises(NotApplicable, match="batch 0"):
-        zombie("snapshot").check(format, "standalone", "local")
+        zombie("snapshot").check(get_format(format), "standalone", "local")
 
 
 @pytest.mark.parametrize(

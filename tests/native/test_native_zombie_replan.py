@@ -21,6 +21,7 @@ from statebed_base.errors import UsageError
 from statebed_chaos.faults import FaultContext, FaultSpec, NotApplicable, Trigger, fault_class
 from statebed_chaos.faults.zombie_native import COMMIT_MARK, SNAPSHOT_ZOMBIE, ZOMBIE
 from statebed_chaos.faults.zombie_replan import LAND, SNAPSHOT_UPLOAD, STOP, parked_file
+from statebed_store.formats import get_format
 
 TASK = {"batch": 2, "partition": 0, "attempt": 0}
 
@@ -33,17 +34,17 @@ def replan(**params: Any) -> Any:
 @pytest.mark.parametrize("format", ["native-v1", "native-v2"])
 def test_it_applies_to_the_plugin_formats_and_restarts_the_driver(format: str) -> None:
     f = replan()
-    f.check(format, "standalone", "local")
+    f.check(get_format(format), "standalone", "local")
     assert f.restarts_driver is True
     assert fault_class("zombie-upload")(FaultSpec("y", "zombie-upload", Trigger(2), None, {})).restarts_driver is False
 
 
 def test_statebed_formats_and_bad_values_are_refused() -> None:
     with pytest.raises(NotApplicable, match="native-v1 / native-v2 runs only"):
-        replan().check("v1", "standalone", "local")
+        replan().check(get_format("v1"), "standalone", "local")
     with pytest.raises(UsageError, match="replan must be true or false"):
         replan(replan="yes")
-    replan(what="snapshot").check("native-v1", "standalone", "local")  # any batch: the zip of B + 1 is the maintenance thread's
+    replan(what="snapshot").check(get_format("native-v1"), "standalone", "local")  # any batch: the zip of B + 1 is the maintenance thread's
 
 
 @pytest.mark.parametrize("format", ["native-v1", "native-v2"])

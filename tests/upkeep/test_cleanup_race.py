@@ -21,16 +21,17 @@ from statebed_chaos.matrix_presets import FAULTS, PRESETS, plan_cells
 from statebed_job.maintenance import PassRecord
 from statebed_model.eventlog import read_event_log
 from statebed_model.spark_features import SPARK_DEFAULTS, feature_conf
+from statebed_store.formats import get_format
 
 
 def test_in_the_catalogue_and_the_full_matrix_for_statebed_formats_and_sparks_store() -> None:
     assert KINDS["cleanup-race"] == "cleanup_race" and "cleanup-race" in FAULTS
     assert {"v1", "v2", "native-v1", "native-v2"} <= {m for f, _, m in PRESETS["full"].combos if f == "cleanup-race"}
     f = fault("cleanup-race")
-    f.check("v2", "local", "local")
-    f.check("native-v2", "local", "local")
+    f.check(get_format("v2"), "local", "local")
+    f.check(get_format("native-v2"), "local", "local")
     with pytest.raises(NotApplicable, match="native"):
-        f.check("native", "local", "local")
+        f.check(get_format("native"), "local", "local")
     with pytest.raises(UsageError, match="retain"):
         fault("cleanup-race", retain=0)
 

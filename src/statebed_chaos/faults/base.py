@@ -30,7 +30,7 @@ from statebed_model.eventlog import EventLog, read_event_log
 from statebed_model.rundir import RunDir
 from statebed_store import Storage, open_storage
 from statebed_store.failpoint_control import Control
-from statebed_store.formats import FORMATS, Format, get_format
+from statebed_store.formats import FORMATS, Format
 from statebed_store.naming import OFFSETS_DIR, commit_path
 from statebed_verify.history import History
 
@@ -163,12 +163,9 @@ class Fault(ABC):
         """Spark settings this fault's params need in a `mode` run (its baseline too), beyond `spark_conf`. Default: none."""
         return {}
 
-    def check(self, format: str | Format, cluster: str, storage: str) -> None:
-        """Raise NotApplicable (one line, naming the reason) when this fault cannot run here (a
-        format given by name is parsed here, the one place; kinds add their reasons in `_check`)."""
-        self._check(get_format(format), cluster, storage)
-
-    def _check(self, format: Format, cluster: str, storage: str) -> None:
+    def check(self, format: Format, cluster: str, storage: str) -> None:
+        """Raise NotApplicable (one line, naming the reason) when this fault cannot run here (kinds
+        extend it with their own reasons)."""
         if format not in self.formats:
             raise NotApplicable(f"{self.kind} does not apply to {format} runs (only {', '.join(sorted(self.formats))})")
         if "standalone" in self.needs and cluster != "standalone":

@@ -47,8 +47,8 @@ class FailChangelogUpload(FailpointFault):
         self.target = term_target(spec, batch=True, attempt=None)
         self.term = f"{filter_text(self.target)}1*error"
 
-    def _check(self, format: Format, cluster: str, storage: str) -> None:
-        super()._check(format, cluster, storage)
+    def check(self, format: Format, cluster: str, storage: str) -> None:
+        super().check(format, cluster, storage)
         if format.native and cluster == "local":
             raise NotApplicable(f"{self.kind}: local[N] gives Spark's task one try, so the failed upload would fail the query")
 

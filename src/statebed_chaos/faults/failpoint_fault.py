@@ -100,8 +100,8 @@ class FailpointFault(Fault):
         self.term = ""
         self._armed: str | None = None
 
-    def _check(self, format: Format, cluster: str, storage: str) -> None:
-        super()._check(format, cluster, storage)
+    def check(self, format: Format, cluster: str, storage: str) -> None:
+        super().check(format, cluster, storage)
         if format.native and self.point not in self.native_points:
             raise NotApplicable(f"{self.kind} at {self.point} has no point in Spark's checkpoint I/O")
 

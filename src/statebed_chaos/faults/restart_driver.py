@@ -59,8 +59,8 @@ class RestartDriver(Fault):
     def point(self, format: Format) -> str | None:
         return STEPS[self.step(format)]
 
-    def _check(self, format: Format, cluster: str, storage: str) -> None:
-        super()._check(format, cluster, storage)
+    def check(self, format: Format, cluster: str, storage: str) -> None:
+        super().check(format, cluster, storage)
         if format.native and self.point(format) is not None:
             raise NotApplicable(f"{self.kind} step {self.step(format)} needs statebed's driver failpoints; native runs use step at-trigger")
 

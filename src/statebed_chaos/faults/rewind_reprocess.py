@@ -64,8 +64,8 @@ class RewindReprocess(Fault):
         native = format.native
         return (not native if self.drop_snapshots is None else self.drop_snapshots), (not native if self.diverge is None else self.diverge)
 
-    def _check(self, format: Format, cluster: str, storage: str) -> None:
-        super()._check(format, cluster, storage)
+    def check(self, format: Format, cluster: str, storage: str) -> None:
+        super().check(format, cluster, storage)
         drop, diverge = self._uses(format)
         if format.native and (drop or diverge):
             raise NotApplicable(f"{self.kind} drop_snapshots / diverge need statebed's failpoints; native runs set both false")

@@ -53,8 +53,8 @@ class SlowAttempt(Fault):
         self.term = self._term(V2)  # statebed's formats; a native run rebinds it (`_bind`)
         self._armed: str | None = None
 
-    def _check(self, format: Format, cluster: str, storage: str) -> None:
-        super()._check(format, cluster, storage)
+    def check(self, format: Format, cluster: str, storage: str) -> None:
+        super().check(format, cluster, storage)
         if format.native and self.when != "after":
             raise NotApplicable(
                 f"{self.kind} when: {self.when} has no point in Spark's checkpoint I/O (native: when: after, the changelog close)"

@@ -144,8 +144,8 @@ class ZombieUpload(Fault):
             else NativeZombie(spec.at.batch, self.zombie["partition"], self.hold_ms, what)
         )
 
-    def _check(self, format: Format, cluster: str, storage: str) -> None:
-        super()._check(format, cluster, storage)
+    def check(self, format: Format, cluster: str, storage: str) -> None:
+        super().check(format, cluster, storage)
         if format.native:
             self.native.check()
         elif self.restarts_driver:
