@@ -277,12 +277,15 @@ def run_matrix(
     strict_native: bool = False,
     baselines_dir: Path | None = None,
     resume: bool = False,
+    run_missing: bool = True,
     log: TextIO = sys.stderr,
 ) -> MatrixResult:
     """Run `cells` one after another under `out`; one baselines cache for all of them (also kept
     in `baselines_dir` when given: `Baselines`). Each finished cell is appended to the matrix's
     journal at once; with `resume`, the cells it lists are taken from it, not run again, and the
     directory of a cell that was running when a previous invocation stopped is run afresh.
+    Without `run_missing` (the journals of a matrix's shards, judged as one) no cell runs: a
+    cell the journal lacks is `unknown`, "not run".
 
     Ctrl-C stops at the running cell (the runner stops its processes) and returns a result
     marked interrupted; the directories of valid cells are removed at the end unless `keep`."""
@@ -297,6 +300,10 @@ def run_matrix(
             if cell.name in finished:
                 result.runs.append(CellRun.from_record(cell, finished[cell.name], out / cell.name))
                 print(f"{tag}: finished before, {_label(result.runs[-1].valid)} (resumed from {journal.journal})", file=log, flush=True)
+                continue
+            if not run_missing:
+                result.runs.append(_not_run(cell, out / cell.name, journal))
+                print(f"{tag}: UNKNOWN: not run (no line in {journal.journal})", file=log, flush=True)
                 continue
             if resume and (out / cell.name).exists():
                 shutil.rmtree(out / cell.name)  # the cell a previous invocation was running when it stopped
@@ -342,6 +349,11 @@ def _run_one(cell: Cell, cell_dir: Path, run_cell: RunCell, baselines: Baselines
         _observed(cell_dir),
         res.baseline_itself_invalid,
     )
+
+
+def _not_run(cell: Cell, cell_dir: Path, journal: MatrixDir) -> CellRun:
+    """A planned cell no invocation finished: it proves nothing either way."""
+    return CellRun(cell, "unknown", [], 0, None, None, 0.0, cell_dir, [f"not run: no line for it in {journal.journal}"])
 
 
 def _observed(cell_dir: Path) -> dict[str, int]:

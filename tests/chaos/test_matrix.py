@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import signal
 import subprocess
 import sys
@@ -472,6 +473,41 @@ def test_resume_takes_finished_cells_from_the_journal_and_runs_the_rest(tmp_path
     assert len((out / "cells.jsonl").read_text().splitlines()) == 4
     code, _, err = run_cli(capsys, "chaos", "matrix", "--quick", "--resume")
     assert code == 2 and "--out" in err
+
+
+def test_report_only_judges_the_shards_journals_joined_and_runs_no_cell(tmp_path: Path, capsys: Capsys) -> None:
+    """The nightly's shards each run some fault kinds; their journals joined are judged as one
+    matrix. A selected cell no shard finished is unknown ("not run"), never run here."""
+    verdicts = {
+        V1_CONTROL: False,
+        V2_CELL: True,
+        ("restart-driver", "sample3", "v2"): True,
+        ("fail-changelog-upload", "bucket-collect", "v2"): True,
+    }
+    shards = {"uploads": "zombie-upload", "driver": "restart-driver"}  # fail-changelog-upload's shard never ran
+    for name, faults in shards.items():
+        code = chaos_matrix.run(
+            cli_args("--quick", "--json", "--faults", faults, "--out", str(tmp_path / name)), run_cell=StandIn(verdicts)
+        )
+        assert code in (0, 1)
+    capsys.readouterr()
+    joined = tmp_path / "all"
+    joined.mkdir()
+    # as the workflow joins them: each journal, then a newline (a shard killed mid-line leaves a torn last line)
+    (joined / "cells.jsonl").write_text("".join((tmp_path / n / "cells.jsonl").read_text() + '{"cell": "torn\n' for n in shards))
+    for name in shards:  # the gate has the journals only: the shards' cell directories stayed on their runners
+        shutil.rmtree(tmp_path / name)
+    never = StandIn(verdicts)
+    code = chaos_matrix.run(cli_args("--quick", "--json", "--report-only", "--out", str(joined)), run_cell=never)
+    doc = json.loads(capsys.readouterr().out)
+    assert never.calls == [] and len(doc["runs"]) == 4
+    by_cell = {r["cell"]: r for r in doc["runs"]}
+    assert by_cell["zombie-upload-sample3-v1-s1"]["valid"] is False and by_cell["restart-driver-sample3-v2-s1"]["valid"] is True
+    assert by_cell["fail-changelog-upload-bucket-collect-v2-s1"]["valid"] == "unknown"
+    assert doc["summary"]["v1_caught"] is True and code == 1  # a V2 cell not run: the matrix does not pass
+    assert (joined / "report.html").is_file()
+    code, _, err = run_cli(capsys, "chaos", "matrix", "--quick", "--report-only", "--out", str(tmp_path / "empty"))
+    assert code == 2 and "holds no matrix journal" in err and not (tmp_path / "empty").exists()
 
 
 def test_resume_refuses_a_directory_that_holds_no_matrix(tmp_path: Path, capsys: Capsys) -> None:

@@ -191,3 +191,88 @@ def test_the_e2e_tier_runs_nightly_within_one_3_hour_session() -> None:
     assert "make e2e" in runs and any("openjdk-17-jdk-headless" in r for r in runs)
     (upload,) = [s for s in job["steps"] if "upload-artifact" in str(s.get("uses", ""))]
     assert upload["if"] == "always()" and upload["with"]["path"] == "runs/e2e-state/" and job["timeout-minutes"] <= 180
+
+
+# -- the whole catalogue on runners (`make chaos-nightly` split by fault kind) --------------------------------------------------
+
+CATALOGUE = DOC["jobs"]["catalogue"]
+CATALOGUE_REPORT = DOC["jobs"]["catalogue-report"]
+# Measured here (docs/results.md "The whole catalogue"): the mean cell of `make chaos-nightly` on this
+# 2-core machine, its share of the baselines included; the set-up of a cold runner (apt, venv, a MinIO
+# built from source, the plug-in) and a margin for a slower runner.
+CATALOGUE_CELL_SECONDS, CATALOGUE_SETUP_MINUTES = 70, 25
+
+
+def _catalogue_step(job: dict[str, object], name_start: str) -> dict[str, object]:
+    (step,) = [s for s in job["steps"] if str(s.get("name", "")).startswith(name_start)]  # type: ignore[attr-defined]
+    return step  # type: ignore[no-any-return]
+
+
+def _catalogue_cells(faults: list[str] | None) -> list[object]:
+    from statebed_chaos.matrix_presets import PRESETS, plan_cells
+
+    return list(plan_cells(PRESETS["full"], 2, faults=faults)[0])
+
+
+def test_the_catalogue_shards_run_what_make_chaos_nightly_runs_each_fault_kind_once() -> None:
+    from statebed_chaos.matrix_presets import FAULTS
+
+    shards = [s["faults"].split(",") for s in CATALOGUE["strategy"]["matrix"]["shard"]]
+    flat = [f for s in shards for f in s]
+    assert len(flat) == len(set(flat)) and set(flat) == set(FAULTS)
+    assert sum(len(_catalogue_cells(s)) for s in shards) == len(_catalogue_cells(None))
+    nightly = (ROOT / "Makefile").read_text().split("\nchaos-nightly:", 1)[1].split("\n\n", 1)[0]
+    run = str(_catalogue_step(CATALOGUE, "The shard's cells")["run"])
+    for selection in ("--full --seeds 2", "--resume"):
+        assert selection in nightly and selection in run, selection
+    assert '--faults "$FAULTS"' in run and "matrix.shard.faults" in str(_catalogue_step(CATALOGUE, "The shard's cells")["env"])
+
+
+def test_every_catalogue_shard_fits_its_budget_at_the_measured_cell_time() -> None:
+    for shard in CATALOGUE["strategy"]["matrix"]["shard"]:
+        cells = len(_catalogue_cells(shard["faults"].split(",")))
+        minutes = CATALOGUE_SETUP_MINUTES + MARGIN * cells * CATALOGUE_CELL_SECONDS / 60
+        assert minutes <= CATALOGUE["timeout-minutes"], f"shard {shard['name']}: {cells} cells need ~{minutes:.0f} min"
+
+
+def test_the_catalogue_report_joins_every_shards_journal_and_runs_no_cell(tmp_path: Path) -> None:
+    """The join step's own script, with a stand-in for `statebed`: every shard's journal, each
+    followed by a newline (a shard killed mid-line leaves a torn last line), judged by --report-only."""
+    assert CATALOGUE_REPORT["needs"] == "catalogue" and CATALOGUE_REPORT["if"] == "always()"
+    for i, lines in enumerate((['{"cell": "a"}', '{"cell": "b"}'], ['{"cell": "c"}', '{"cell": "tor'])):
+        d = tmp_path / "shards" / f"nightly-catalogue-{i}"
+        d.mkdir(parents=True)
+        (d / "cells.jsonl").write_text("\n".join(lines) + ("\n" if i == 0 else ""))
+    stand_in = tmp_path / ".venv" / "bin" / "statebed"
+    stand_in.parent.mkdir(parents=True)
+    stand_in.write_text('#!/bin/bash\necho "$@" > args.txt\necho \'{"runs": []}\'\nexit 1\n')
+    stand_in.chmod(0o755)
+    script = str(_catalogue_step(CATALOGUE_REPORT, "Join the shards")["run"])
+    out = subprocess.run(["bash", "-e", "-c", script], cwd=tmp_path, capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout + out.stderr  # the gate decides, not the matrix's exit code
+    joined = (tmp_path / "runs" / "catalogue" / "cells.jsonl").read_text().splitlines()
+    assert [json.loads(x)["cell"] for x in joined if x.endswith("}")] == ["a", "b", "c"] and '{"cell": "tor' in joined
+    args = (tmp_path / "args.txt").read_text().split()
+    assert args[:5] == ["chaos", "matrix", "--full", "--seeds", "2"] and "--report-only" in args
+
+
+def _catalogue_gate(tmp_path: Path, runs: list[dict[str, object]], v1_caught: bool | None) -> int:
+    script = str(_catalogue_step(CATALOGUE_REPORT, "Gate")["run"]).split("<<'PY'\n", 1)[1].rsplit("PY", 1)[0]
+    (tmp_path / "runs").mkdir()
+    summary = {"cells": len(runs), "valid": 0, "invalid": 0, "unknown": 0, "v1_caught": v1_caught}
+    (tmp_path / "runs" / "catalogue.json").write_text(json.dumps({"runs": runs, "summary": summary}))
+    return subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True).returncode
+
+
+@pytest.mark.parametrize(
+    ("v2", "native_v2", "caught", "passes"),
+    [(True, True, True, True), ("unknown", False, True, True), (False, True, True, False), (True, True, None, False)],
+)
+def test_the_catalogue_gate_fails_on_an_invalid_statebed_v2_cell_or_no_caught_v1_control(
+    tmp_path: Path, v2: object, native_v2: object, caught: bool | None, passes: bool
+) -> None:
+    runs = [
+        {"cell": "kill-executor-count-v2-s1", "format": "v2", "valid": v2, "anomalies": [{"kind": "lost-update"}]},
+        {"cell": "kill-executor-count-native-v2-s1", "format": "native-v2", "valid": native_v2, "anomalies": []},
+    ]
+    assert (_catalogue_gate(tmp_path, runs, caught) == 0) is passes

@@ -57,6 +57,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         help="continue the matrix in --out: the cells its journal (cells.jsonl) lists as finished are taken from it, "
         "the rest run; the same selection flags as the first invocation",
     )
+    p.add_argument(
+        "--report-only",
+        action="store_true",
+        help="run no cell: judge and report the cells the journal in --out lists (e.g. the shards' journals joined), "
+        "a selected cell it lacks counted unknown (not run); the same selection flags as the runs",
+    )
     p.add_argument("--keep", action="store_true", help="keep the directories of valid cells too")
     p.add_argument("--strict-native", action="store_true", help="native Spark cells that are not valid fail the exit code")
     p.add_argument("--json", action="store_true", help='machine-readable output: {"runs": [...], "summary": {...}}')
@@ -84,7 +90,7 @@ def run(args: argparse.Namespace, run_cell: RunCell = run_experiment_cell) -> in
         )
     k8s = k8s_settings(args)  # before the output directory: a bad environment leaves nothing behind
     cache_dir = baselines_cache(args).directory
-    out = _resumed_dir(args.out) if args.resume else _out_dir(args.out, preset.name)
+    out = _journal_dir(args.out) if args.report_only else _resumed_dir(args.out) if args.resume else _out_dir(args.out, preset.name)
     if k8s is not None and run_cell is run_experiment_cell:
         run_cell = _k8s_cell(k8s)
     result = run_matrix(
@@ -96,7 +102,8 @@ def run(args: argparse.Namespace, run_cell: RunCell = run_experiment_cell) -> in
         keep=args.keep,
         strict_native=args.strict_native,
         baselines_dir=cache_dir,
-        resume=args.resume,
+        resume=args.resume or args.report_only,
+        run_missing=not args.report_only,
     )
     MatrixDir(out).write_record(result.to_json())
     report = None if args.no_report else default_report("chaos matrix", out)
@@ -148,6 +155,15 @@ def _resumed_dir(out: Path | None) -> Path:
     if out.exists() and not out.is_dir():
         raise UsageError(f"--out {out}: exists and is not a directory")
     out.mkdir(parents=True, exist_ok=True)
+    return out
+
+
+def _journal_dir(out: Path | None) -> Path:
+    """`--report-only`'s directory: it must hold a matrix journal."""
+    if out is None:
+        raise UsageError("--report-only: give the directory of the matrix's journal with --out")
+    if not MatrixDir(out).journal.is_file():
+        raise UsageError(f"--out {out}: holds no matrix journal ({MatrixDir(out).journal.name}); nothing to report")
     return out
 
 
