@@ -26,6 +26,22 @@ def assert_no_process_left(out: Path, at_least: int = 1) -> None:
                 assert not ProcessIdentity.from_json(p).alive(), p
 
 
+def processes_naming(path: Path) -> list[str]:
+    """The command lines of live processes that name `path` (e.g. a cluster's work directories):
+    read from /proc to assert that none is left, never to signal one."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue  # gone meanwhile, or not ours to read
+        if str(path) in cmdline:
+            found.append(f"{entry.name}: {cmdline[:200]}")
+    return found
+
+
 def interrupt_when(proc: subprocess.Popen[str], ready: Callable[[], bool], sig: signal.Signals) -> str:
     """Send `sig` once `ready()` (an event of the run, e.g. batch 1 started: JVMs and workers run),
     then wait for the exit; its stderr. SIGKILL only if it never exits."""

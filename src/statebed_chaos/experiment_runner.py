@@ -40,6 +40,9 @@ from .judge import EXIT_HARNESS, ExperimentResult, judge
 from .k8s_backend import K8sSettings, k8s_storage, k8s_targets
 from .launcher import describe, faulted_run, launch, make_nemesis, run_command, storage
 from .schedule import realise
+from .shared_cluster import SharedCluster
+from .targets.base import Targets
+from .targets.local import LocalTargets
 
 __all__ = ["ExperimentResult", "run_experiment"]
 
@@ -61,11 +64,13 @@ def run_experiment(
     progress: bool = True,
     baselines: Baselines | None = None,
     k8s: K8sSettings | None = None,
+    cluster: SharedCluster | None = None,
 ) -> ExperimentResult:
     """Run `exp` into `out_dir` (must not hold a run yet). KeyboardInterrupt stops everything, then propagates.
 
     `k8s`: the Kubernetes backend (drivers submit to Kubernetes, faults act on pods, storage is the
-    chart's MinIO behind Toxiproxy); None: everything on this machine."""
+    chart's MinIO behind Toxiproxy); None: everything on this machine. `cluster`: on a standalone
+    experiment, the matrix's long-lived cluster both runs submit to; None: each run starts its own."""
     t0 = time.monotonic()
     seed = seed if seed is not None else exp.seed if exp.seed is not None else random.SystemRandom().randrange(2**31)
     xdir = ExperimentDir(out_dir)
@@ -90,7 +95,7 @@ def run_experiment(
         reproduce=xdir.reproduce(seed),
     )
     try:
-        _run(realised, specs, seed, xdir, history, say, result, baselines, k8s)
+        _run(realised, specs, seed, xdir, history, say, result, baselines, k8s, cluster)
     except KeyboardInterrupt:
         result.reasons.append("interrupted: every process of the run was stopped")
         raise
@@ -115,15 +120,22 @@ def _run(
     result: ExperimentResult,
     baselines: Baselines | None,
     k8s: K8sSettings | None = None,
+    cluster: SharedCluster | None = None,
 ) -> None:
     faulted = xdir.faulted
     services_of_run = storage(exp, xdir.root, faulted, seed) if k8s is None or exp.storage == "local" else k8s_storage(k8s)
-    master = None if k8s is None else k8s.master
+    shared = cluster if k8s is None and exp.cluster == "standalone" else None
     with services_of_run as (s3_env, services):
         s3 = None if services is None else services.settings
+        master = k8s.master if k8s is not None else None if shared is None else shared.master(exp.workers)
         base = _baseline(exp, seed, xdir, s3_env, s3, say, baselines, master)
         control = Control(control_file(faulted))
-        targets = None if k8s is None else k8s_targets(k8s, faulted)
+        if shared is not None:
+            master = shared.master(exp.workers)  # checked again: restarted if a daemon is gone
+            say(f"standalone cluster: the matrix's ({master}, {shared.dir})")
+            targets: Targets | None = LocalTargets(faulted, cluster_dir=shared.dir, shared_cluster=True)
+        else:
+            targets = None if k8s is None else k8s_targets(k8s, faulted)
         nemesis = make_nemesis(exp, specs, faulted, control, history, services, seed, say, targets)
         say(f"faulted run: {len(specs)} fault(s) scheduled: " + ", ".join(f"{s.id} {s.kind}@batch {s.at.batch}" for s in specs))
         nemesis.prepare()

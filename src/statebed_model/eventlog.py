@@ -163,6 +163,13 @@ def read_event_log(path: str | os.PathLike[str]) -> EventLog:
     return reader.finish()
 
 
+def apps_of(path: str | os.PathLike[str]) -> set[str]:
+    """The application ids whose event logs are in `path` (a file or the directory): the
+    applications of one run, e.g. to tell its executors from another's on a shared cluster."""
+    p = Path(path)
+    return {_app_of(f) for f in _log_files(p)} if p.exists() else set()
+
+
 def _log_files(p: Path) -> Iterator[Path]:
     """Plain event logs, oldest application first; rolling logs (`eventlog_v2_*/events_<n>_*`) in order."""
     if p.is_file():

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 from checkpoint_helpers import run_cli
-from process_helpers import assert_no_process_left, interrupt_when
+from process_helpers import assert_no_process_left, interrupt_when, processes_naming
 from shared_runs import SharedRun
 
 from statebed_chaos.baseline import Baseline, baseline_key
@@ -563,6 +563,11 @@ def test_quick_matrix_real(quick_matrix: SharedRun) -> None:
     assert any(r["valid"] is False and r["anomalies"] for r in v1), v1
     assert doc["summary"]["v1_caught"] is True and doc["summary"]["reasons"] == [], quick_matrix.stderr
     assert quick_matrix.returncode == 0, quick_matrix.stderr
+    # its three standalone cells (zombie-upload V1 and V2, fail-changelog-upload) ran on one long-lived cluster, gone at the end
+    assert quick_matrix.stderr.count("standalone cluster: the matrix's") == 3, quick_matrix.stderr
+    assert any("started 1 time(s)" in n for n in doc["summary"]["notes"]), doc["summary"]["notes"]
+    assert (quick_matrix.out / "cluster" / "master.log").is_file() and not (quick_matrix.out / "cluster" / "cluster.json").exists()
+    assert processes_naming(quick_matrix.out / "cluster") == []
 
 
 @pytest.mark.e2e
@@ -584,6 +589,7 @@ def test_sigterm_to_a_real_matrix_stops_its_running_cell(tmp_path: Path) -> None
     proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
     err = interrupt_when(proc, lambda: bool(list(out.glob("*/*/spark-checkpoint/offsets/1"))), signal.SIGTERM)
     assert proc.returncode == EXIT_INTERRUPTED, err[-2000:]
-    cells = [d for d in out.iterdir() if d.is_dir()]
+    cells = [d for d in out.iterdir() if d.is_dir() and d.name != "cluster"]
     assert len(cells) == 1 and (cells[0] / "experiment.yaml").exists()
     assert_no_process_left(cells[0])
+    assert (out / "cluster" / "master.log").is_file() and processes_naming(out / "cluster") == []  # the matrix's long-lived cluster too

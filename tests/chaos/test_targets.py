@@ -138,6 +138,33 @@ def test_executors_and_python_workers_come_from_the_cluster_state_and_the_proces
     assert targets.find("python-worker", role="worker") == [] and targets.alive(executor)
 
 
+def test_on_a_shared_cluster_only_the_runs_own_applications_executors_are_targets(
+    tmp_path: Path, spark_like_tree: tuple[Path, int]
+) -> None:
+    """The matrix's long-lived cluster serves one run after another: an executor of another
+    application (the previous cell's, still exiting) is never this run's target."""
+    _, worker_pid = spark_like_tree
+    me = identify(worker_pid)
+    assert me is not None
+    shared = tmp_path / "matrix" / "cluster"
+    shared.mkdir(parents=True)
+    worker = {"host": "127.0.0.2", "pid": worker_pid, "start_time": me.start_time, "cmdline": list(me.cmdline or ())}
+    doc = {"master_url": "spark://127.0.0.1:1", "master_pid": os.getpid(), "master_web": "http://127.0.0.1:1", "workers": [worker]}
+    (shared / "cluster.json").write_text(json.dumps(doc))
+    run = tmp_path / "run"
+    (run / "events").mkdir(parents=True)
+    (run / "events" / "app-6").write_text("")  # this run's application: not the executor's (app-7)
+    targets = LocalTargets(run, cluster_dir=shared, shared_cluster=True)
+    assert [w.pid for w in targets.find("worker")] == [worker_pid]
+    assert targets.find("executor") == [] and targets.find("python-worker", executor_id="3") == []
+    (run / "events" / "app-7.inprogress").write_text("")  # now it is this run's too (its driver is still running)
+    [executor] = targets.find("executor")
+    assert executor.attrs["app_id"] == "app-7"
+    assert [e.attrs["app_id"] for e in LocalTargets(tmp_path / "other", cluster_dir=shared).find("executor")] == [
+        "app-7"
+    ]  # not shared: all
+
+
 @pytest.mark.parametrize("format", ["v2", "native"])
 def test_kill_executor_aims_at_a_live_executor_once_the_trigger_batch_is_over(
     tmp_path: Path, spark_like_tree: tuple[Path, int], format: str

@@ -24,6 +24,8 @@ from statebed_base.jsonsafe import loads_strict
 from statebed_base.localfs import atomic_write
 from statebed_base.processes import ProcessIdentity, children, identify, identify_started, send_signal
 from statebed_job.cluster import StandaloneCluster
+from statebed_model.eventlog import apps_of
+from statebed_model.rundir import RunDir
 
 from .base import KINDS, Target, Targets
 
@@ -47,8 +49,12 @@ class LocalTargets(Targets):
         *,
         cluster_dir: str | os.PathLike[str] | None = None,
         registry: str | os.PathLike[str] | None = None,
+        shared_cluster: bool = False,
     ) -> None:
+        """`shared_cluster`: `cluster_dir` serves other runs too (one after another), so only the
+        executors of this run's applications (its event log's) are targets."""
         root = None if run_dir is None else Path(run_dir).absolute()
+        self.events = None if root is None or not shared_cluster else RunDir(root).events
         self.cluster_dir = Path(cluster_dir) if cluster_dir is not None else (None if root is None else root / "cluster")
         self.registry = Path(registry) if registry is not None else (None if root is None else root / REGISTRY)
 
@@ -133,10 +139,13 @@ class LocalTargets(Targets):
 
     def _executors(self) -> list[Target]:
         cluster = self._cluster()
+        apps = None if self.events is None else apps_of(self.events)
         out = []
         for e in [] if cluster is None else cluster.executors():
             ident = ProcessIdentity.from_json(e)
             eid, app = _flag(ident.cmdline, "--executor-id"), _flag(ident.cmdline, "--app-id")
+            if apps is not None and app not in apps:
+                continue  # another run's application on the shared cluster
             attrs = {"executor_id": eid, "app_id": app, "worker_pid": str(e["worker_pid"])}
             out.append(Target("executor", f"executor-{eid}@{e['host']}", e["host"], ident, attrs))
         return out

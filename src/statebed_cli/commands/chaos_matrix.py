@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from contextlib import nullcontext
 from pathlib import Path
 
 from statebed_base.errors import UsageError
@@ -22,6 +23,7 @@ from statebed_chaos.experiment_runner import ExperimentResult, run_experiment
 from statebed_chaos.k8s_backend import K8sSettings
 from statebed_chaos.matrix import MatrixResult, RunCell, render_table, render_verdict, run_experiment_cell, run_matrix
 from statebed_chaos.matrix_presets import PRESETS, plan_cells
+from statebed_chaos.shared_cluster import SharedCluster
 from statebed_model.experimentdir import MatrixDir
 
 from ..backend import add_backend_arg, baselines_cache, k8s_settings
@@ -63,6 +65,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         help="run no cell: judge and report the cells the journal in --out lists (e.g. the shards' journals joined), "
         "a selected cell it lacks counted unknown (not run); the same selection flags as the runs",
     )
+    p.add_argument(
+        "--cluster-per-run",
+        action="store_true",
+        help="each standalone run starts and stops its own cluster (as `statebed chaos run` does) instead of "
+        "the matrix's one long-lived cluster in --out/cluster",
+    )
     p.add_argument("--keep", action="store_true", help="keep the directories of valid cells too")
     p.add_argument("--strict-native", action="store_true", help="native Spark cells that are not valid fail the exit code")
     p.add_argument("--json", action="store_true", help='machine-readable output: {"runs": [...], "summary": {...}}')
@@ -91,20 +99,31 @@ def run(args: argparse.Namespace, run_cell: RunCell = run_experiment_cell) -> in
     k8s = k8s_settings(args)  # before the output directory: a bad environment leaves nothing behind
     cache_dir = baselines_cache(args).directory
     out = _journal_dir(args.out) if args.report_only else _resumed_dir(args.out) if args.resume else _out_dir(args.out, preset.name)
+    shared = None
     if k8s is not None and run_cell is run_experiment_cell:
         run_cell = _k8s_cell(k8s)
-    result = run_matrix(
-        cells,
-        skipped,
-        out,
-        preset=preset.name,
-        run_cell=run_cell,
-        keep=args.keep,
-        strict_native=args.strict_native,
-        baselines_dir=cache_dir,
-        resume=args.resume or args.report_only,
-        run_missing=not args.report_only,
-    )
+    elif (
+        run_cell is run_experiment_cell
+        and not (args.cluster_per_run or args.report_only)
+        and any(c.experiment.cluster == "standalone" for c in cells)
+    ):
+        shared = SharedCluster(out / "cluster")
+        run_cell = _shared_cluster_cell(shared)
+    with shared or nullcontext():
+        result = run_matrix(
+            cells,
+            skipped,
+            out,
+            preset=preset.name,
+            run_cell=run_cell,
+            keep=args.keep,
+            strict_native=args.strict_native,
+            baselines_dir=cache_dir,
+            resume=args.resume or args.report_only,
+            run_missing=not args.report_only,
+        )
+    if shared is not None:
+        result.notes.append(f"standalone cells ran on one long-lived cluster ({shared.dir}), started {shared.starts} time(s)")
     MatrixDir(out).write_record(result.to_json())
     report = None if args.no_report else default_report("chaos matrix", out)
     _report(result, as_json=args.json)
@@ -118,6 +137,15 @@ def _k8s_cell(k8s: K8sSettings) -> RunCell:
 
     def cell(exp: Experiment, seed: int, out_dir: Path, baselines: Baselines) -> ExperimentResult:
         return run_experiment(exp, seed=seed, out_dir=out_dir, progress=True, baselines=baselines, k8s=k8s)
+
+    return cell
+
+
+def _shared_cluster_cell(cluster: SharedCluster) -> RunCell:
+    """The real cell, its standalone runs on the matrix's long-lived cluster."""
+
+    def cell(exp: Experiment, seed: int, out_dir: Path, baselines: Baselines) -> ExperimentResult:
+        return run_experiment(exp, seed=seed, out_dir=out_dir, progress=True, baselines=baselines, cluster=cluster)
 
     return cell
 
