@@ -115,10 +115,10 @@ bench: $(STAMP)  ## benchmarks (minutes; not part of the tests)
 NIGHTLY_OUT ?= runs/chaos-nightly
 chaos-nightly: $(STAMP)  ## the whole fault catalogue (hours): every fault kind x workload x format that applies x 2 seeds; resumable: run it again to continue
 	mkdir -p $(NIGHTLY_OUT)
-	$(BIN)/statebed chaos matrix --full --seeds 2 --resume --json --out $(NIGHTLY_OUT) > $(NIGHTLY_OUT).json
+	$(BIN)/statebed chaos matrix --full --seeds 2 --resume --baselines $(NIGHTLY_OUT)-baselines --json --out $(NIGHTLY_OUT) > $(NIGHTLY_OUT).json
 
 chaos-nightly-reset:  ## forget the catalogue run: the next `make chaos-nightly` starts over
-	rm -rf $(NIGHTLY_OUT) $(NIGHTLY_OUT).json
+	rm -rf $(NIGHTLY_OUT) $(NIGHTLY_OUT).json $(NIGHTLY_OUT)-baselines
 
 report-screenshots: $(STAMP)  ## regenerate docs/images/report-*.png: a 2-cell chaos matrix (~10 min), its reports, headless Chromium (apt: chromium)
 	$(BIN)/python tests/report/screenshots.py docs/images
