@@ -112,17 +112,21 @@ def spark_like_tree(tmp_path: Path) -> Iterator[tuple[Path, int]]:
         top.wait(10)
 
 
+def _cluster_of(directory: Path, worker_pid: int) -> None:
+    """A cluster.json in `directory` whose one worker is `worker_pid` (pinned by its identity)."""
+    me = identify(worker_pid)
+    assert me is not None
+    directory.mkdir(parents=True)
+    worker = {"host": "127.0.0.2", "pid": worker_pid, "start_time": me.start_time, "cmdline": list(me.cmdline or ())}
+    doc = {"master_url": "spark://127.0.0.1:1", "master_pid": os.getpid(), "master_web": "http://127.0.0.1:1", "workers": [worker]}
+    (directory / "cluster.json").write_text(json.dumps(doc))
+
+
 def test_executors_and_python_workers_come_from_the_cluster_state_and_the_process_tree(
     tmp_path: Path, spark_like_tree: tuple[Path, int]
 ) -> None:
     _, worker_pid = spark_like_tree
-    me = identify(worker_pid)
-    assert me is not None
-    cluster = tmp_path / "run" / "cluster"
-    cluster.mkdir(parents=True)
-    worker = {"host": "127.0.0.2", "pid": worker_pid, "start_time": me.start_time, "cmdline": list(me.cmdline or ())}
-    doc = {"master_url": "spark://127.0.0.1:1", "master_pid": os.getpid(), "master_web": "http://127.0.0.1:1", "workers": [worker]}
-    (cluster / "cluster.json").write_text(json.dumps(doc))
+    _cluster_of(tmp_path / "run" / "cluster", worker_pid)
     targets = LocalTargets(tmp_path / "run")
     [w] = targets.find("worker")
     assert w.pid == worker_pid and w.host == "127.0.0.2"
@@ -144,13 +148,8 @@ def test_on_a_shared_cluster_only_the_runs_own_applications_executors_are_target
     """The matrix's long-lived cluster serves one run after another: an executor of another
     application (the previous cell's, still exiting) is never this run's target."""
     _, worker_pid = spark_like_tree
-    me = identify(worker_pid)
-    assert me is not None
     shared = tmp_path / "matrix" / "cluster"
-    shared.mkdir(parents=True)
-    worker = {"host": "127.0.0.2", "pid": worker_pid, "start_time": me.start_time, "cmdline": list(me.cmdline or ())}
-    doc = {"master_url": "spark://127.0.0.1:1", "master_pid": os.getpid(), "master_web": "http://127.0.0.1:1", "workers": [worker]}
-    (shared / "cluster.json").write_text(json.dumps(doc))
+    _cluster_of(shared, worker_pid)
     run = tmp_path / "run"
     (run / "events").mkdir(parents=True)
     (run / "events" / "app-6").write_text("")  # this run's application: not the executor's (app-7)
