@@ -5,7 +5,7 @@ end: about 7 s of a 30–35 s run on this 2-core machine, paid by every baseline
 run. Cells run one after another, so an application never shares the cluster with another's
 faults; each run's executors are its own (an application's executors start with it and end
 with it), and the run's targets see only its own application's executors
-(`LocalTargets(..., cluster_dir=...)` filters them by the run's event log). No fault kind stops
+(`LocalTargets(..., shared_cluster=True)` filters them by the run's event log). No fault kind stops
 a master or worker today, but one that did would find the cluster restarted before the next
 run: every run first checks that the master and each worker are the recorded, living
 processes, and starts the cluster afresh otherwise (or when a cell asks for another worker
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from statebed_base.log import get_logger
+from statebed_base.log import get_logger, kv
 from statebed_job.cluster import ClusterState, StandaloneCluster
 
 __all__ = ["SharedCluster"]
@@ -38,7 +38,7 @@ class SharedCluster:
         st = cluster.running()
         if st is None or self._workers != workers or not _healthy(st):
             if st is not None or cluster.read_state() is not None:
-                log.info("shared cluster: restarting", extra={"dir": str(self.dir), "workers": workers})
+                log.info("shared cluster: restarting", extra=kv(dir=str(self.dir), workers=workers))
             cluster.down()  # identity-checked: stops only the daemons its state file pins
             st = cluster.up()
             self._workers, self.starts = workers, self.starts + 1
