@@ -14,6 +14,7 @@ the `experiment.yaml` written there, so `statebed chaos run <out>/<cell>/experim
 from __future__ import annotations
 
 import shutil
+import statistics
 import sys
 import time
 from collections import Counter
@@ -66,6 +67,7 @@ class CellRun:
     reasons: list[str] = field(default_factory=list)  # the runner's: why not valid (or why unknown)
     observed: dict[str, int] = field(default_factory=dict)  # `observed_counts` of its history, read before any removal
     baseline_itself_invalid: bool = False  # the fault-free baseline's own verifiers found anomalies
+    ran: bool = True  # False: no invocation ran it (`--report-only` over journals that lack it)
 
     @property
     def reproduce(self) -> str:
@@ -207,6 +209,7 @@ class MatrixResult:
             "native": _counts(self.natives(), total="cells"),
             "strict_native": self.strict_native,
             "seconds": round(self.seconds, 1),
+            "cell_seconds": _cell_seconds(self.runs),
             "skipped": [s.to_json() for s in self.skipped],
             "failing": [{"cell": r.cell.name, "valid": r.valid, "reasons": r.reasons, "reproduce": r.reproduce} for r in self.failing()],
             "interrupted": self.interrupted,
@@ -217,6 +220,13 @@ class MatrixResult:
 
     def to_json(self) -> dict[str, Any]:
         return {"runs": [r.to_json() for r in self.runs], "summary": self.summary()}
+
+
+def _cell_seconds(runs: Iterable[CellRun]) -> dict[str, float | None]:
+    """The cells' own wall times, over every invocation that ran them (`seconds` is this
+    invocation's alone): their sum and median, cells that never ran left out."""
+    ran = sorted(r.seconds for r in runs if r.ran)
+    return {"total": round(sum(ran), 1), "median": round(statistics.median(ran), 1) if ran else None}
 
 
 def _counts(runs: Iterable[CellRun], *, total: str) -> dict[str, int]:
@@ -353,7 +363,7 @@ def _run_one(cell: Cell, cell_dir: Path, run_cell: RunCell, baselines: Baselines
 
 def _not_run(cell: Cell, cell_dir: Path, journal: MatrixDir) -> CellRun:
     """A planned cell no invocation finished: it proves nothing either way."""
-    return CellRun(cell, "unknown", [], 0, None, None, 0.0, cell_dir, [f"not run: no line for it in {journal.journal}"])
+    return CellRun(cell, "unknown", [], 0, None, None, 0.0, cell_dir, [f"not run: no line for it in {journal.journal}"], ran=False)
 
 
 def _observed(cell_dir: Path) -> dict[str, int]:

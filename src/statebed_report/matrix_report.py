@@ -103,7 +103,15 @@ def _summary_line(s: dict[str, Any]) -> str:
         f"{s.get('cells')} cells: {s.get('valid')} valid, {s.get('invalid')} invalid, {s.get('unknown')} unknown, in {s.get('seconds')} s; "
         f"every statebed V2 cell valid: {'yes' if s.get('v2_all_valid') else 'NO'}; V1 positive control {caught}"
         + (f"; fails because {'; '.join(reasons)}" if reasons else "")
+        + _cell_time(s.get("cell_seconds"))
     )
+
+
+def _cell_time(cell_seconds: Any) -> str:
+    """The cells' own time, which a resumed matrix spreads over several invocations."""
+    if not isinstance(cell_seconds, dict) or cell_seconds.get("median") is None:
+        return ""
+    return f". The cells took {cell_seconds.get('total')} s in all, {cell_seconds.get('median')} s the median cell"
 
 
 def _links(rec: MatrixRecords, runs: list[dict[str, Any]], out: Path) -> dict[str, str]:

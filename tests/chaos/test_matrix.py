@@ -497,6 +497,9 @@ def test_report_only_judges_the_shards_journals_joined_and_runs_no_cell(tmp_path
     (joined / "cells.jsonl").write_text("".join((tmp_path / n / "cells.jsonl").read_text() + '{"cell": "torn\n' for n in shards))
     for name in shards:  # the gate has the journals only: the shards' cell directories stayed on their runners
         shutil.rmtree(tmp_path / name)
+    lines = (joined / "cells.jsonl").read_text().splitlines()
+    timed = [json.dumps({**json.loads(x), "seconds": 10.0 * (i + 1)}) if x.endswith("}") else x for i, x in enumerate(lines)]
+    (joined / "cells.jsonl").write_text("\n".join(timed) + "\n")  # the cells' own wall times, as the shards measured them
     never = StandIn(verdicts)
     code = chaos_matrix.run(cli_args("--quick", "--json", "--report-only", "--out", str(joined)), run_cell=never)
     doc = json.loads(capsys.readouterr().out)
@@ -505,6 +508,9 @@ def test_report_only_judges_the_shards_journals_joined_and_runs_no_cell(tmp_path
     assert by_cell["zombie-upload-sample3-v1-s1"]["valid"] is False and by_cell["restart-driver-sample3-v2-s1"]["valid"] is True
     assert by_cell["fail-changelog-upload-bucket-collect-v2-s1"]["valid"] == "unknown"
     assert doc["summary"]["v1_caught"] is True and code == 1  # a V2 cell not run: the matrix does not pass
+    ran = sorted(r["seconds"] for r in doc["runs"] if r["cell"] != "fail-changelog-upload-bucket-collect-v2-s1")
+    assert len(ran) == 3 and min(ran) > 0  # as the journal says, not this invocation's
+    assert doc["summary"]["cell_seconds"] == {"total": sum(ran), "median": ran[1]}  # the cell not run counts in neither
     assert (joined / "report.html").is_file()
     code, _, err = run_cli(capsys, "chaos", "matrix", "--quick", "--report-only", "--out", str(tmp_path / "empty"))
     assert code == 2 and "holds no matrix journal" in err and not (tmp_path / "empty").exists()
