@@ -101,14 +101,14 @@ def run(args: argparse.Namespace, run_cell: RunCell = run_experiment_cell) -> in
     out = _journal_dir(args.out) if args.report_only else _resumed_dir(args.out) if args.resume else _out_dir(args.out, preset.name)
     shared = None
     if k8s is not None and run_cell is run_experiment_cell:
-        run_cell = _k8s_cell(k8s)
+        run_cell = _real_cell(k8s=k8s)
     elif (
         run_cell is run_experiment_cell
         and not (args.cluster_per_run or args.report_only)
         and any(c.experiment.cluster == "standalone" for c in cells)
     ):
         shared = SharedCluster(out / "cluster")
-        run_cell = _shared_cluster_cell(shared)
+        run_cell = _real_cell(cluster=shared)
     with shared or nullcontext():
         result = run_matrix(
             cells,
@@ -132,20 +132,12 @@ def run(args: argparse.Namespace, run_cell: RunCell = run_experiment_cell) -> in
     return result.exit_code
 
 
-def _k8s_cell(k8s: K8sSettings) -> RunCell:
-    """The real cell on the Kubernetes backend."""
+def _real_cell(*, k8s: K8sSettings | None = None, cluster: SharedCluster | None = None) -> RunCell:
+    """The real cell on the Kubernetes backend (`k8s`), or here with its standalone runs on the
+    matrix's long-lived cluster (`cluster`)."""
 
     def cell(exp: Experiment, seed: int, out_dir: Path, baselines: Baselines) -> ExperimentResult:
-        return run_experiment(exp, seed=seed, out_dir=out_dir, progress=True, baselines=baselines, k8s=k8s)
-
-    return cell
-
-
-def _shared_cluster_cell(cluster: SharedCluster) -> RunCell:
-    """The real cell, its standalone runs on the matrix's long-lived cluster."""
-
-    def cell(exp: Experiment, seed: int, out_dir: Path, baselines: Baselines) -> ExperimentResult:
-        return run_experiment(exp, seed=seed, out_dir=out_dir, progress=True, baselines=baselines, cluster=cluster)
+        return run_experiment(exp, seed=seed, out_dir=out_dir, progress=True, baselines=baselines, k8s=k8s, cluster=cluster)
 
     return cell
 
