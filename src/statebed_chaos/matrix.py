@@ -225,7 +225,7 @@ class MatrixResult:
 def _cell_seconds(runs: Iterable[CellRun]) -> dict[str, float | None]:
     """The cells' own wall times, over every invocation that ran them (`seconds` is this
     invocation's alone): their sum and median, cells that never ran left out."""
-    ran = sorted(r.seconds for r in runs if r.ran)
+    ran = [r.seconds for r in runs if r.ran]
     return {"total": round(sum(ran), 1), "median": round(statistics.median(ran), 1) if ran else None}
 
 

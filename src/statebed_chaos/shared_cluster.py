@@ -30,7 +30,9 @@ class SharedCluster:
     def __init__(self, directory: Path) -> None:
         self.dir = directory
         self.starts = 0  # how many times a cluster was started (1 when every run reused it)
-        self._workers: int | None = None
+        self._workers: int | None = (
+            None  # None until this object started one: a cluster left by another invocation is restarted, not adopted
+        )
 
     def master(self, workers: int) -> str:
         """The master URL of a healthy cluster of `workers` workers, (re)started if it is not one."""
