@@ -12,7 +12,9 @@ Providers live as long as the Python worker (`spark.python.worker.reuse`), one p
 (checkpoint, partition), with their local RocksDB under a per-host directory, so a task
 that lands where the partition ran last batch finds its state open, and one that lands in a
 worker that ran it some batches ago replays only the changelogs committed since (the provider's
-catch-up); past `MAX_PROVIDERS` the least recently used one is closed.
+catch-up), and one that lands in a worker with no instance of it borrows a copy of the instance
+another worker of the host holds (`statebed_store.lending`); past `MAX_PROVIDERS` the least
+recently used one is closed.
 """
 
 from __future__ import annotations
@@ -142,7 +144,7 @@ def _provider(spec: TaskSpec, partition: int) -> StateStoreProvider:
         p = _PROVIDERS.get(key)
         if p is None:
             storage = open_storage(parse_location(spec.checkpoint, spec.s3))
-            p = StateStoreProvider(storage, StoreId(OPERATOR, partition), opts, executor_id=f"{host}/{os.getpid()}")
+            p = StateStoreProvider(storage, StoreId(OPERATOR, partition), opts, executor_id=f"{host}/{os.getpid()}", share=True)
             _PROVIDERS[key] = p
             while len(_PROVIDERS) > MAX_PROVIDERS:
                 evicted.append(_PROVIDERS.popitem(last=False)[1])
@@ -232,7 +234,7 @@ def _load_apply_commit(spec: TaskSpec, partition: int, records: pa.Table, attemp
     workload = get_workload(spec.workload)
     provider = _provider(spec, partition)
     ctx = TaskContext(partition, spec.partitions, spec.batch_id, task_rng(spec.seed, spec.batch_id, partition, attempt))
-    hits, catch_ups = provider.metrics.cache_hits, provider.metrics.catch_ups
+    hits, catch_ups, borrows = provider.metrics.cache_hits, provider.metrics.catch_ups, provider.metrics.borrows
     with provider.load(spec.batch_id, spec.base_ids[partition], task_info=task_info) as txn:
         att.loaded(txn.new_id)
         failpoints.hit("task.load.after")
@@ -249,6 +251,7 @@ def _load_apply_commit(spec: TaskSpec, partition: int, records: pa.Table, attemp
         "commit_s": round(t_commit - t_apply, 4),
         "cache_hit": float(provider.metrics.cache_hits > hits),  # the open instance was at the base
         "caught_up": float(provider.metrics.catch_ups > catch_ups),  # it replayed only the changelogs it had missed
+        "borrowed": float(provider.metrics.borrows > borrows),  # it started from another worker's instance (`lending`)
         "records": float(records.num_rows),
         "uploads": take_uploads(provider.storage),  # this process's uploads since the last task: the changelog, snapshots
     }

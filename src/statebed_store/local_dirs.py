@@ -16,7 +16,7 @@ from typing import IO
 from statebed_base.errors import StorageUnavailableError
 from statebed_base.localfs import atomic_write, remove_tree
 
-from .naming import LOCK_FILE, PENDING_DIR, SST_CACHE_DIR, StoreId, is_sst, pending_name, pending_pid, private_dir_name
+from .naming import LOAN_PREFIX, LOCK_FILE, PENDING_DIR, SST_CACHE_DIR, StoreId, is_sst, pending_name, pending_pid, private_dir_name
 
 __all__ = [
     "InstanceDir",
@@ -28,6 +28,7 @@ __all__ = [
     "read_checkpoint_dir",
     "remove_dead_pending",
     "sst_cache_dir",
+    "store_dir",
 ]
 
 
@@ -53,9 +54,14 @@ class InstanceDir:
             remove_tree(self.path)
 
 
+def store_dir(root: Path, store: StoreId) -> Path:
+    """The store's shared instance directory; private ones and its lenders (`lending`) are beside it."""
+    return root.joinpath(*store.local_parts)
+
+
 def claim_instance_dir(root: Path, store: StoreId) -> InstanceDir:
     """Lock `<root>/<op>/<part>/<store>`; if another process (or provider) holds it, use a private one."""
-    base = root.joinpath(*store.local_parts)
+    base = store_dir(root, store)
     try:
         base.mkdir(parents=True, exist_ok=True)
         f = open(base / LOCK_FILE, "ab")
@@ -69,6 +75,8 @@ def claim_instance_dir(root: Path, store: StoreId) -> InstanceDir:
         private.mkdir(parents=True)
         return InstanceDir(private, None, True)
     remove_dead_pending(base / PENDING_DIR)
+    for loan in base.glob(f"{LOAN_PREFIX}*"):  # copies another process lent a holder that gave up waiting
+        remove_tree(loan)
     return InstanceDir(base, f, False)
 
 

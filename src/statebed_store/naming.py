@@ -35,6 +35,7 @@ __all__ = [
     "CRC_SUFFIX",
     "DB_DIR",
     "DEFAULT_STORE",
+    "LOAN_PREFIX",
     "LOCK_FILE",
     "LOGS_DIR",
     "METADATA_DIR",
@@ -84,6 +85,7 @@ SST_SUFFIX = ".sst"
 LOCK_FILE = "LOCK"
 DB_DIR = "db"
 PENDING_DIR = "pending"
+LOAN_PREFIX = "loan-"  # a copy of another process's instance being made (`lending`)
 SST_CACHE_DIR = "sst-cache"
 
 Kind = Literal["changelog", "zip"]

@@ -41,7 +41,7 @@ from statebed_base.errors import (
 )
 from statebed_base.log import get_logger, kv
 
-from . import failpoints, local_dirs
+from . import failpoints, lending, local_dirs
 from .changelog import DELETE, MERGE, PUT, Chunk, as_binary_array, encode_changelog, parse_changelog
 from .config import StoreOptions
 from .engine import RocksEngine
@@ -80,6 +80,7 @@ class ProviderMetrics:
     loads: int = 0
     cache_hits: int = 0
     catch_ups: int = 0  # loads that replayed, on the open instance, only the changelogs it had not applied
+    borrows: int = 0  # loads that started from a copy of another process's instance (`lending`)
     snapshot_loads: int = 0
     changelogs_replayed: int = 0
     records_replayed: int = 0
@@ -122,7 +123,10 @@ class StateStoreProvider:
         uploader: SnapshotUploader | None = None,
         cache: HeaderCache | None = None,
         executor_id: str = "driver",
+        share: bool = False,
     ) -> None:
+        """`share`: lend this instance to the other processes of the host, and borrow theirs
+        instead of rebuilding from storage (`lending`; the job's executors share)."""
         self.options = options or StoreOptions()
         self.storage = hedged(storage, self.options)  # uploads timed per kind; hedged if the options say so
         self.store = store
@@ -137,6 +141,10 @@ class StateStoreProvider:
         self._local = local_dirs.claim_instance_dir(root, store)
         self._dir = self._local.path
         self._sst_cache = local_dirs.sst_cache_dir(root, store)
+        self._store_dir = local_dirs.store_dir(root, store)
+        self._share = share
+        if share:
+            lending.advertise(self._store_dir, self)
 
     @property
     def loaded(self) -> CheckpointRef | None:
@@ -165,7 +173,7 @@ class StateStoreProvider:
             self.metrics.loads += 1
             if self._instance is not None and self._instance.loaded == ref:
                 self.metrics.cache_hits += 1
-            elif not self._catch_up(ref):
+            elif not self._catch_up(ref) and not self._borrow(ref):
                 self._reload(ref)
             self.metrics.load_seconds += time.perf_counter() - t0
             v2 = FORMATS[self.options.format].ids
@@ -218,6 +226,47 @@ class StateStoreProvider:
         self.metrics.catch_ups += 1
         log.info("caught up", extra=kv(store=str(self.store), target=str(ref), changelogs=len(todo)))
         return True
+
+    def _borrow(self, ref: CheckpointRef) -> bool:
+        """Start from a copy of another process's instance of this store (`lending`), then go on
+        as with one's own: a hit at `ref` exactly, else a catch-up; False (nothing kept) when no
+        process of this host lends one or the copy cannot reach `ref`."""
+        if not self._share or ref.version == 0:
+            return False
+        self._invalidate()
+        got = lending.borrow(self._store_dir, self._dir)
+        if got is None:
+            return False
+        loan, copy = got
+        db_dir = self._dir / DB_DIR
+        try:
+            localfs.remove_tree(db_dir)
+            copy.rename(db_dir)
+            engine = RocksEngine(db_dir)
+        except (OSError, StatebedError) as e:
+            log.info("borrowed instance unusable; rebuilding", extra=kv(store=str(self.store), error=str(e)))
+            localfs.remove_tree(copy)
+            return False
+        self._instance = _Instance(engine, loan.loaded, list(loan.lineage), loan.last_snapshot_version, SstRegistry(loan.ssts))
+        self.metrics.borrows += 1
+        if loan.loaded == ref:
+            self.metrics.cache_hits += 1
+            return True
+        return self._catch_up(ref)
+
+    def lend(self, dest: Path) -> lending.Loan | None:
+        """A copy of the open instance in `dest`, for another process of this host; None when
+        there is none or a transaction runs (a speculative copy must not take a running task's state)."""
+        if not self._lock.acquire(blocking=False):
+            return None
+        try:
+            inst = self._instance
+            if self._status is not _Status.IDLE or inst is None:
+                return None
+            inst.engine.checkpoint(dest)
+            return lending.Loan(inst.loaded, tuple(inst.lineage), inst.last_snapshot_version, inst.registry.files())
+        finally:
+            self._lock.release()
 
     def _reload(self, ref: CheckpointRef) -> None:
         """Rebuild the instance at `ref` from storage.
@@ -446,6 +495,8 @@ class StateStoreProvider:
         """Release the local instance; optionally wait for queued snapshots first."""
         if drain_timeout_s:
             self.uploader.drain(drain_timeout_s)
+        if self._share:
+            lending.withdraw(self._store_dir, self)
         with self._lock:
             self._invalidate()
             self._status = _Status.CLOSED

@@ -59,6 +59,10 @@ class SstRegistry:
             for f in files:
                 self._m[(f.local, f.size)] = f
 
+    def files(self) -> tuple[ImmutableFile, ...]:
+        with self._lock:
+            return tuple(self._m.values())
+
     def __len__(self) -> int:
         return len(self._m)
 
