@@ -82,6 +82,8 @@ def breakdown(run_dir: Path) -> dict[str, float]:
         # a hit rebuilt nothing from storage and replayed no changelog it had applied: open at the base, or caught up
         "cache_hit_rate": round(sum(ph["cache_hit"] + ph.get("caught_up", 0.0) for ph in phases) / len(phases), 3),
         "exact_hit_rate": round(sum(ph["cache_hit"] for ph in phases) / len(phases), 3),
+        "borrowed_rate": round(sum(ph.get("borrowed", 0.0) for ph in phases) / len(phases), 3),  # from another worker's copy
+        "resumed_rate": round(sum(ph.get("resumed", 0.0) for ph in phases) / len(phases), 3),  # from a dead worker's instance
     }
 
 

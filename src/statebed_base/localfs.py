@@ -115,8 +115,9 @@ def read_regular(path: Path, *, max_bytes: int | None = None, start: int = 0, le
         return data
 
 
-def atomic_write(path: Path, data: bytes, *, create_only: bool = False) -> None:
-    """Publish `data` at `path` whole or not at all, durably (file and directory fsynced).
+def atomic_write(path: Path, data: bytes, *, create_only: bool = False, durable: bool = True) -> None:
+    """Publish `data` at `path` whole or not at all, durably (file and directory fsynced; with
+    `durable=False` whole or not at all only, which outlives the process but not the host).
 
     Raises AlreadyExistsError when `create_only` finds the name taken (the existing file is
     kept), NotRegularFileError when `path` is a device, FIFO, socket or directory (or a
@@ -134,7 +135,8 @@ def atomic_write(path: Path, data: bytes, *, create_only: bool = False) -> None:
         with open(tmp, "xb") as f:
             f.write(data)
             f.flush()
-            os.fsync(f.fileno())
+            if durable:
+                os.fsync(f.fileno())
         if create_only:
             try:
                 os.link(tmp, path)
@@ -142,7 +144,8 @@ def atomic_write(path: Path, data: bytes, *, create_only: bool = False) -> None:
                 raise AlreadyExistsError(str(path)) from None
         else:
             os.replace(tmp, path)
-        fsync_dir(path.parent)
+        if durable:
+            fsync_dir(path.parent)
     except OSError as e:
         if e.errno == errno.ENOSPC:
             raise StorageUnavailableError(f"{path}: no space left on device; nothing was published") from None

@@ -25,7 +25,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -234,7 +234,7 @@ def _load_apply_commit(spec: TaskSpec, partition: int, records: pa.Table, attemp
     workload = get_workload(spec.workload)
     provider = _provider(spec, partition)
     ctx = TaskContext(partition, spec.partitions, spec.batch_id, task_rng(spec.seed, spec.batch_id, partition, attempt))
-    hits, catch_ups, borrows = provider.metrics.cache_hits, provider.metrics.catch_ups, provider.metrics.borrows
+    before = replace(provider.metrics)
     with provider.load(spec.batch_id, spec.base_ids[partition], task_info=task_info) as txn:
         att.loaded(txn.new_id)
         failpoints.hit("task.load.after")
@@ -249,9 +249,10 @@ def _load_apply_commit(spec: TaskSpec, partition: int, records: pa.Table, attemp
         "load_s": round(t_load - t0, 4),
         "apply_s": round(t_apply - t_load, 4),
         "commit_s": round(t_commit - t_apply, 4),
-        "cache_hit": float(provider.metrics.cache_hits > hits),  # the open instance was at the base
-        "caught_up": float(provider.metrics.catch_ups > catch_ups),  # it replayed only the changelogs it had missed
-        "borrowed": float(provider.metrics.borrows > borrows),  # it started from another worker's instance (`lending`)
+        "cache_hit": float(provider.metrics.cache_hits > before.cache_hits),  # the open instance was at the base
+        "caught_up": float(provider.metrics.catch_ups > before.catch_ups),  # it replayed only the changelogs it had missed
+        "borrowed": float(provider.metrics.borrows > before.borrows),  # it started from another worker's instance (`lending`)
+        "resumed": float(provider.metrics.resumes > before.resumes),  # from the instance a dead worker left (`store`)
         "records": float(records.num_rows),
         "uploads": take_uploads(provider.storage),  # this process's uploads since the last task: the changelog, snapshots
     }

@@ -1,7 +1,11 @@
 """The local engine: one RocksDB instance (rocksdict, raw bytes) per store.
 
-The WAL is off: durability comes from changelogs in checkpoint storage, and a local
-instance whose process died is never trusted again (it is rebuilt from storage).
+Durability comes from changelogs in checkpoint storage. The WAL is on but never synced: it
+lets an instance whose process died be reopened with every write that process made (a host
+crash loses it, and the instance with its host). Whether such an instance is trusted is the
+provider's call: only at the `(version, id)` its holder recorded after its last commit
+(`store.StateStoreProvider`), else it is rebuilt from storage. Measured here on 250k keys and
+125k updates a batch: 1-3% slower writes than with the WAL off.
 
 Batched access is key-sorted: every batched put, delete, get and changelog replay is
 ordered by key first (a stable Arrow sort, so repeated keys keep their order). RocksDB's
@@ -41,6 +45,7 @@ class Merge:
     check: Callable[[bytes], None]
 
 
+_WAL = re.compile(r"[0-9]+\.log")
 _SORT_MIN = 64  # below this, sorting costs more than it saves
 
 
@@ -88,7 +93,7 @@ class RocksEngine:
         except Exception as e:  # rocksdict raises plain Exception subclasses
             raise StatebedError(f"{self.path}: cannot open RocksDB instance ({e})") from None
         wo = WriteOptions()
-        wo.disable_wal = True  # type: ignore[method-assign,assignment]  # a property at runtime; the stub says method
+        wo.sync = False  # the WAL outlives the process, not the host (see above)
         self.db.set_write_options(wo)
 
     # -- reads --------------------------------------------------------------------------
@@ -244,12 +249,19 @@ class RocksEngine:
 
     # -- files --------------------------------------------------------------------------
     def checkpoint(self, dest: Path) -> None:
-        """A consistent copy of the current state in `dest` (SSTs hard-linked, memtable flushed)."""
+        """A consistent copy of the current state in `dest` (SSTs hard-linked, memtable flushed).
+        The copy has no WAL: after the flush it is empty (no write runs beside a checkpoint), so
+        the copy, and a snapshot made of it, holds what it would with the WAL off."""
         self.db.flush(True)
         if dest.exists():
             shutil.rmtree(dest)
         dest.parent.mkdir(parents=True, exist_ok=True)
         Checkpoint(self.db).create_checkpoint(str(dest))
+        for wal in dest.iterdir():
+            if _WAL.fullmatch(wal.name):
+                if wal.stat().st_size:
+                    raise StatebedError(f"{wal}: a write ran beside the checkpoint (its WAL is not empty after the flush)")
+                wal.unlink()
 
     @property
     def db(self) -> Rdict:

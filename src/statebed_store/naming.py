@@ -35,6 +35,7 @@ __all__ = [
     "CRC_SUFFIX",
     "DB_DIR",
     "DEFAULT_STORE",
+    "HELD_FILE",
     "LOAN_PREFIX",
     "LOCK_FILE",
     "LOGS_DIR",
@@ -85,6 +86,7 @@ SST_SUFFIX = ".sst"
 LOCK_FILE = "LOCK"
 DB_DIR = "db"
 PENDING_DIR = "pending"
+HELD_FILE = "held.json"  # what a shared instance directory's RocksDB holds, written after each commit
 LOAN_PREFIX = "loan-"  # a copy of another process's instance being made (`lending`)
 SST_CACHE_DIR = "sst-cache"
 

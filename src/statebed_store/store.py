@@ -20,6 +20,7 @@ is a synchronous full snapshot, so a load never mixes V1 and V2 files.
 from __future__ import annotations
 
 import enum
+import json
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -48,7 +49,7 @@ from .engine import RocksEngine
 from .formats import FORMATS
 from .lineage import CheckpointRef
 from .merge import replay_merge
-from .naming import CHANGELOG, DB_DIR, SNAPSHOT, StateFileName, StoreId, check_id, new_checkpoint_id
+from .naming import CHANGELOG, DB_DIR, HELD_FILE, SNAPSHOT, StateFileName, StoreId, check_id, new_checkpoint_id
 from .plan import LoadPlan, SnapshotUnusable, check_link, plan_load, plan_with_fallback
 from .publish import publish_state_file
 from .snapshot import ImmutableFile
@@ -81,6 +82,7 @@ class ProviderMetrics:
     cache_hits: int = 0
     catch_ups: int = 0  # loads that replayed, on the open instance, only the changelogs it had not applied
     borrows: int = 0  # loads that started from a copy of another process's instance (`lending`)
+    resumes: int = 0  # loads that started from the instance a process that died left in the shared directory
     snapshot_loads: int = 0
     changelogs_replayed: int = 0
     records_replayed: int = 0
@@ -171,6 +173,10 @@ class StateStoreProvider:
             ref = CheckpointRef(version, checkpoint_id)
             t0 = time.perf_counter()
             self.metrics.loads += 1
+            if self._instance is None:
+                self._resume()
+            else:
+                self._unmark()  # from here the instance may change: until the commit, nobody may resume it
             if self._instance is not None and self._instance.loaded == ref:
                 self.metrics.cache_hits += 1
             elif not self._catch_up(ref) and not self._borrow(ref):
@@ -187,7 +193,61 @@ class StateStoreProvider:
     def _invalidate(self) -> None:
         inst, self._instance = self._instance, None
         if inst is not None:
+            self._unmark()
             inst.engine.close()
+
+    # -- what the shared directory's instance holds, for a process that takes it over ------
+    # A holder records the `(version, id)`, lineage and last snapshot of its instance after each
+    # commit, and removes the record before anything changes the instance again. A process that
+    # later claims the directory (the holder died: a killed Python worker) reopens the instance
+    # (RocksDB replays its unsynced WAL) only if the record is there; the record is then the
+    # instance's state, checked at the load as any open instance is.
+    def _held(self) -> lending.Loan:
+        inst = self._instance
+        assert inst is not None
+        return lending.Loan(inst.loaded, tuple(inst.lineage), inst.last_snapshot_version, inst.registry.files())
+
+    def _mark(self) -> None:
+        if not self._share or self._local.private:
+            return
+        try:
+            localfs.atomic_write(self._dir / HELD_FILE, json.dumps(self._held().to_json()).encode(), durable=False)
+        except StatebedError as e:  # without the record, a successor rebuilds: slower, never wrong
+            log.info("could not record the instance's state", extra=kv(store=str(self.store), error=str(e)))
+
+    def _unmark(self) -> None:
+        if self._share and not self._local.private:
+            (self._dir / HELD_FILE).unlink(missing_ok=True)
+
+    def _resume(self) -> None:
+        """Take over the instance a dead holder left in the shared directory, if it recorded what it holds."""
+        if not self._share or self._local.private:
+            return
+        held, db_dir = self._dir / HELD_FILE, self._dir / DB_DIR
+        try:
+            data = localfs.read_regular(held, max_bytes=lending.MAX_MESSAGE)
+        except FileNotFoundError:
+            return
+        except (OSError, StatebedError) as e:
+            log.info("instance record unreadable; rebuilding", extra=kv(store=str(self.store), error=str(e)))
+            return
+        finally:
+            self._unmark()
+        try:
+            loan = lending.Loan.from_json(json.loads(data))
+            if not (db_dir / "CURRENT").is_file():
+                raise StatebedError(f"{db_dir}: no RocksDB instance beside its record")
+            engine = RocksEngine(db_dir)
+        except (ValueError, KeyError, TypeError, StatebedError) as e:
+            log.info("instance left by a dead holder unusable; rebuilding", extra=kv(store=str(self.store), error=str(e)))
+            return
+        self._instance = self._adopt(engine, loan)
+        self.metrics.resumes += 1
+        log.info("took over the instance a dead holder left", extra=kv(store=str(self.store), loaded=str(loan.loaded)))
+
+    @staticmethod
+    def _adopt(engine: RocksEngine, held: lending.Loan) -> _Instance:
+        return _Instance(engine, held.loaded, list(held.lineage), held.last_snapshot_version, SstRegistry(held.ssts))
 
     def _files(self) -> StoreFiles:
         return StoreFiles(
@@ -247,7 +307,7 @@ class StateStoreProvider:
             log.info("borrowed instance unusable; rebuilding", extra=kv(store=str(self.store), error=str(e)))
             localfs.remove_tree(copy)
             return False
-        self._instance = _Instance(engine, loan.loaded, list(loan.lineage), loan.last_snapshot_version, SstRegistry(loan.ssts))
+        self._instance = self._adopt(engine, loan)
         self.metrics.borrows += 1
         if loan.loaded == ref:
             self.metrics.cache_hits += 1
@@ -264,7 +324,7 @@ class StateStoreProvider:
             if self._status is not _Status.IDLE or inst is None:
                 return None
             inst.engine.checkpoint(dest)
-            return lending.Loan(inst.loaded, tuple(inst.lineage), inst.last_snapshot_version, inst.registry.files())
+            return self._held()
         finally:
             self._lock.release()
 
@@ -425,6 +485,7 @@ class StateStoreProvider:
                 due = new.version - inst.last_snapshot_version >= self.options.snapshot_interval
                 if snapshot or (snapshot is None and due):
                     self._queue_snapshot(txn, new, base_lineage if v2 else None)
+            self._mark()
             self.metrics.commits += 1
             self.metrics.commit_seconds += time.perf_counter() - t0
             log.info("committed", extra=kv(store=str(self.store), version=new.version, id=new.id, base=txn.base.id))
@@ -498,7 +559,7 @@ class StateStoreProvider:
         if self._share:
             lending.withdraw(self._store_dir, self)
         with self._lock:
-            self._invalidate()
+            self._invalidate()  # its record first: a closed instance is never taken over
             self._status = _Status.CLOSED
             localfs.remove_tree(self._dir / DB_DIR)
             self._local.release()
