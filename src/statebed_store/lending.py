@@ -39,7 +39,7 @@ from statebed_base.localfs import atomic_write, check_regular, read_regular
 from statebed_base.log import get_logger, kv
 
 from .lineage import CheckpointRef
-from .naming import LOAN_PREFIX
+from .naming import LOAN_PREFIX, is_private_dir_of
 from .snapshot import ImmutableFile
 
 __all__ = ["Lender", "Loan", "advertise", "borrow", "withdraw"]
@@ -101,7 +101,7 @@ def _is_loan_path(dest: Path, store_dir: Path) -> bool:
     if not dest.name.startswith(LOAN_PREFIX) or os.path.lexists(dest):
         return False
     parent, base = dest.parent.resolve(), store_dir.resolve()
-    return parent == base or (parent.parent == base.parent and parent.name.startswith(base.name + "."))
+    return parent == base or (parent.parent == base.parent and is_private_dir_of(parent.name, base.name))
 
 
 class _Server:

@@ -53,6 +53,7 @@ __all__ = [
     "check_id",
     "commit_path",
     "hadoop_crc_name",
+    "is_private_dir_of",
     "is_sst",
     "is_temp_of",
     "is_valid_id",
@@ -196,6 +197,11 @@ def pending_pid(name: str) -> int | None:
 def private_dir_name(store_name: str, pid: int) -> str:
     """The instance directory of a provider that found the shared one locked."""
     return f"{store_name}.{pid}.{uuid.uuid4().hex[:8]}"
+
+
+def is_private_dir_of(name: str, store_name: str) -> bool:
+    """`name` is one of `private_dir_name(store_name, …)`."""
+    return re.fullmatch(re.escape(store_name) + r"\.[0-9]+\.[0-9a-f]{8}", name) is not None
 
 
 def sidecar_name(name: str) -> str:

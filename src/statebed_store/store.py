@@ -216,16 +216,18 @@ class StateStoreProvider:
             log.info("could not record the instance's state", extra=kv(store=str(self.store), error=str(e)))
 
     def _unmark(self) -> None:
-        if self._share and not self._local.private:
+        """Any holder of the shared directory (sharing or not) removes the record before it changes the instance."""
+        if not self._local.private:
             (self._dir / HELD_FILE).unlink(missing_ok=True)
 
     def _resume(self) -> None:
-        """Take over the instance a dead holder left in the shared directory, if it recorded what it holds."""
-        if not self._share or self._local.private:
+        """Take over the instance a dead holder left in the shared directory, if it recorded what it
+        holds; the record is consumed either way (a provider that does not share only drops it)."""
+        if self._local.private:
             return
         held, db_dir = self._dir / HELD_FILE, self._dir / DB_DIR
         try:
-            data = localfs.read_regular(held, max_bytes=lending.MAX_MESSAGE)
+            data = localfs.read_regular(held, max_bytes=lending.MAX_MESSAGE) if self._share else None
         except FileNotFoundError:
             return
         except (OSError, StatebedError) as e:
@@ -233,6 +235,8 @@ class StateStoreProvider:
             return
         finally:
             self._unmark()
+        if data is None:
+            return
         try:
             loan = lending.Loan.from_json(json.loads(data))
             if not (db_dir / "CURRENT").is_file():

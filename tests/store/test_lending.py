@@ -129,7 +129,8 @@ def test_a_lender_writes_nowhere_but_a_new_loan_directory_of_the_store(tmp_path:
     name = (sdir.with_name(sdir.name + ".lenders") / str(os.getpid())).read_text()
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    for dest in (elsewhere / "loan-x", sdir / "db", sdir.parent / "other-store" / "loan-x"):
+    lenders = sdir.with_name(sdir.name + ".lenders")
+    for dest in (elsewhere / "loan-x", sdir / "db", sdir.parent / "other-store" / "loan-x", lenders / "loan-x"):
         assert lending._ask(name, sdir, dest) is None
         assert not dest.exists() or dest.name == "db"
     assert lending._ask(name, sdir, sdir / "loan-ok") is not None  # the control: a loan where one belongs

@@ -110,3 +110,17 @@ def test_a_checkpoint_of_an_instance_with_its_wal_on_has_no_wal(tmp_path: Path) 
     copy = RocksEngine(tmp_path / "copy")
     assert copy.get_many(pa.array([b"a", b"b"])) == [b"1", b"2"]
     copy.close()
+
+
+def test_a_holder_that_does_not_share_drops_a_dead_holders_record(tmp_path: Path) -> None:
+    """A provider that does not share (the driver's, a reader's) may rebuild the instance under a
+    record another holder left: it removes the record first, so nobody later resumes the wrong state."""
+    version, cid = run_holder(tmp_path, "after-commit")
+    sdir = store_dir(local_root(tmp_path / "local", open_storage(tmp_path / "ckpt").url), STORE)
+    assert (sdir / HELD_FILE).is_file()  # the control: the dead holder's record is there
+    options = StoreOptions(local_dir=tmp_path / "local", snapshot_interval=2)
+    p = StateStoreProvider(open_storage(tmp_path / "ckpt"), STORE, options, uploader=SnapshotUploader())
+    with p.load(version, cid) as txn:
+        txn.abort()
+    assert p.metrics.resumes == 0 and not (sdir / HELD_FILE).exists()
+    p.close()
