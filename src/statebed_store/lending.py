@@ -49,7 +49,7 @@ log = get_logger("lending")
 LENDERS_SUFFIX = ".lenders"
 # A lender's work is one memtable flush and hard links; past this a borrower rebuilds instead
 # (a loan that lands later is a leftover `loan-*` directory, removed with its instance directory).
-REPLY_TIMEOUT_S = 20.0
+REPLY_TIMEOUT_S = 10.0
 MAX_MESSAGE = 1 << 20
 
 
