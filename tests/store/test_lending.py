@@ -13,7 +13,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from checkpoint_helpers import commit, ref_of
+from checkpoint_helpers import commit, ref_of, state_at
 
 from statebed_store import CheckpointRef, SnapshotUploader, StateStoreProvider, StoreId, StoreOptions, lending, open_storage
 from statebed_store.changelog import parse_changelog
@@ -52,9 +52,7 @@ def test_a_worker_without_the_instance_borrows_it_at_the_base_and_rebuilds_nothi
     assert [(x.version, x.id) for x in lineage] == [(1, r1.checkpoint_id), (2, r2.checkpoint_id)]
     # the lender keeps its own instance open, and its commits are unaffected by the copy
     hits = a.metrics.cache_hits
-    with a.load(r2.version, r2.checkpoint_id) as txn:
-        assert dict(txn.items()) == {b"k": b"2", b"j": b"1"}
-        txn.abort()
+    assert state_at(a, ref_of(r2)) == {b"k": b"2", b"j": b"1"}
     assert a.metrics.cache_hits == hits + 1
     a.close()
     b.close()
@@ -67,9 +65,7 @@ def test_a_borrowed_instance_behind_the_base_catches_up(tmp_path: Path) -> None:
     other = provider(storage, options, share=False)  # ran version 2 elsewhere: a is one behind
     r2 = commit(other, ref_of(r1), {b"k": b"2"})
     b = provider(storage, options)
-    with b.load(r2.version, r2.checkpoint_id) as txn:
-        assert dict(txn.items()) == {b"k": b"2"}
-        txn.abort()
+    assert state_at(b, ref_of(r2)) == {b"k": b"2"}
     assert (b.metrics.borrows, b.metrics.catch_ups, b.metrics.changelogs_replayed) == (1, 1, 1)
     for p in (a, other, b):
         p.close()
@@ -84,9 +80,7 @@ def test_a_borrowed_instance_at_a_losing_attempts_id_is_rebuilt(tmp_path: Path) 
     winner = commit(writer, ref_of(r1), {b"k": b"2"})
     assert loser.checkpoint_id != winner.checkpoint_id
     b = provider(storage, options)
-    with b.load(winner.version, winner.checkpoint_id) as txn:
-        assert dict(txn.items()) == {b"k": b"2"}  # the winner's value, never the loser's
-        txn.abort()
+    assert state_at(b, ref_of(winner)) == {b"k": b"2"}  # the winner's value, never the loser's
     assert (b.metrics.borrows, b.metrics.cache_hits, b.metrics.catch_ups) == (1, 0, 0)
     assert b.metrics.changelogs_replayed == 2  # rebuilt from storage
     for p in (writer, a, b):
@@ -100,9 +94,7 @@ def test_a_lender_in_a_transaction_lends_nothing(tmp_path: Path) -> None:
     running = a.load(r1.version, r1.checkpoint_id)  # a's task runs (a speculative copy asks meanwhile)
     running.put(b"k", b"half")
     b = provider(storage, options)
-    with b.load(r1.version, r1.checkpoint_id) as txn:
-        assert dict(txn.items()) == {b"k": b"1"}
-        txn.abort()
+    assert state_at(b, ref_of(r1)) == {b"k": b"1"}
     assert (b.metrics.borrows, b.metrics.changelogs_replayed) == (0, 1)
     running.abort()
     for p in (a, b):
@@ -182,9 +174,7 @@ def test_a_worker_borrows_from_another_process_and_not_from_one_that_is_gone(tmp
     stale = sdir.with_name(sdir.name + ".lenders") / "999999999"
     stale.write_text("statebed-lend-999999999-gone")
     c = provider(storage, options)
-    with c.load(version, cid) as txn:
-        assert dict(txn.items()) == {b"k": b"from another process"}
-        txn.abort()
+    assert state_at(c, CheckpointRef(version, cid)) == {b"k": b"from another process"}
     assert (c.metrics.borrows, c.metrics.changelogs_replayed) == (0, 1)
     assert not stale.exists()
     c.close()
