@@ -121,3 +121,18 @@ def test_a_holder_that_does_not_share_drops_a_dead_holders_record(tmp_path: Path
         txn.abort()
     assert p.metrics.resumes == 0 and not (sdir / HELD_FILE).exists()
     p.close()
+
+
+def test_a_checkpoint_after_an_empty_write_has_no_wal_either(tmp_path: Path) -> None:
+    """An empty batch leaves a WAL record and nothing to flush: the copy still has no WAL, and its state."""
+    e = RocksEngine(tmp_path / "db")
+    e.put_many(pa.array([b"a"]), pa.array([b"1"]))
+    e.checkpoint(tmp_path / "first")  # flushed: the memtable is empty from here
+    e.put_many(pa.array([], pa.binary()), pa.array([], pa.binary()))
+    assert any(f.suffix == ".log" and f.stat().st_size for f in (tmp_path / "db").iterdir())  # the control
+    e.checkpoint(tmp_path / "copy")
+    e.close()
+    assert not [f.name for f in (tmp_path / "copy").iterdir() if f.suffix == ".log"]
+    copy = RocksEngine(tmp_path / "copy")
+    assert copy.get_many(pa.array([b"a"])) == [b"1"]
+    copy.close()
