@@ -189,7 +189,7 @@ def advertise(store_dir: Path, lender: Lender) -> None:
     server.add(store_dir, lender)
     d = _lenders_dir(store_dir)
     d.mkdir(parents=True, exist_ok=True)
-    atomic_write(d / str(server.pid), server.name.encode())
+    atomic_write(d / str(server.pid), server.name.encode(), durable=False)  # meaningful only while this process lives
 
 
 def withdraw(store_dir: Path, lender: Lender) -> None:

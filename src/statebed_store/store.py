@@ -177,9 +177,7 @@ class StateStoreProvider:
                 self._resume()
             else:
                 self._unmark()  # from here the instance may change: until the commit, nobody may resume it
-            if self._instance is not None and self._instance.loaded == ref:
-                self.metrics.cache_hits += 1
-            elif not self._catch_up(ref) and not self._borrow(ref):
+            if not self._use_open(ref) and not (self._borrow(ref) and self._use_open(ref)):
                 self._reload(ref)
             self.metrics.load_seconds += time.perf_counter() - t0
             v2 = FORMATS[self.options.format].ids
@@ -189,6 +187,13 @@ class StateStoreProvider:
         except BaseException:
             self._lock.release()
             raise
+
+    def _use_open(self, ref: CheckpointRef) -> bool:
+        """Serve `ref` from the open instance: a hit at exactly `ref`, else a catch-up; False if neither."""
+        if self._instance is not None and self._instance.loaded == ref:
+            self.metrics.cache_hits += 1
+            return True
+        return self._catch_up(ref)
 
     def _invalidate(self) -> None:
         inst, self._instance = self._instance, None
@@ -292,9 +297,8 @@ class StateStoreProvider:
         return True
 
     def _borrow(self, ref: CheckpointRef) -> bool:
-        """Start from a copy of another process's instance of this store (`lending`), then go on
-        as with one's own: a hit at `ref` exactly, else a catch-up; False (nothing kept) when no
-        process of this host lends one or the copy cannot reach `ref`."""
+        """Open a copy of another process's instance of this store (`lending`), to be used as one's
+        own (`_use_open`); False, with no instance open, when no process of this host lends one."""
         if not self._share or ref.version == 0:
             return False
         self._invalidate()
@@ -313,10 +317,7 @@ class StateStoreProvider:
             return False
         self._instance = self._adopt(engine, loan)
         self.metrics.borrows += 1
-        if loan.loaded == ref:
-            self.metrics.cache_hits += 1
-            return True
-        return self._catch_up(ref)
+        return True
 
     def lend(self, dest: Path) -> lending.Loan | None:
         """A copy of the open instance in `dest`, for another process of this host; None when
