@@ -96,6 +96,8 @@ def check_run(run: RunDir, s3: S3Settings | None, counted: Collection[str] | Non
         if counted is None or name in counted:
             checked.verdicts.append(report.valid)
             checked.anomalies[name] = list(report.anomalies)
+            if report.valid == "unknown":
+                checked.reasons.append(_undecided(name, report.notes))
     if counted is not None and "attempts" in counted:
         orphans = getattr(composite.reports.get("lineage"), "orphans", None)
         try:
@@ -107,7 +109,16 @@ def check_run(run: RunDir, s3: S3Settings | None, counted: Collection[str] | Non
             checked.summary["attempts"] = att.to_json()
             checked.verdicts.append(att.valid)
             checked.anomalies["attempts"] = list(att.anomalies)
+            if att.valid == "unknown":
+                checked.reasons.append(_undecided("attempts", att.notes))
     return checked
+
+
+def _undecided(check: str, notes: list[str]) -> str:
+    """Why a check said unknown, in one line: a cell or load run that is unknown names its cause
+    (a V1 checkpoint has no lineage to check; a checker crashed) rather than showing no reason."""
+    shown = "; ".join(notes[:2]) + (f" (+{len(notes) - 2} more notes)" if len(notes) > 2 else "")
+    return f"{check}: could not decide" + (f": {shown}" if shown else " (it left no note)")
 
 
 def judge(

@@ -568,6 +568,7 @@ def test_quick_matrix_real(quick_matrix: SharedRun) -> None:
     v1 = [r for r in doc["runs"] if r["format"] == "v1" and r["workload"] in NONDETERMINISTIC]
     assert any(r["valid"] is False and r["anomalies"] for r in v1), v1
     assert doc["summary"]["v1_caught"] is True and doc["summary"]["reasons"] == [], quick_matrix.stderr
+    assert all(f["reasons"] for f in doc["summary"]["failing"]), doc["summary"]["failing"]  # an unknown or invalid cell says why
     assert quick_matrix.returncode == 0, quick_matrix.stderr
     # its three standalone cells (zombie-upload V1 and V2, fail-changelog-upload) ran on one long-lived cluster, gone at the end
     assert quick_matrix.stderr.count("standalone cluster: the matrix's") == 3, quick_matrix.stderr
