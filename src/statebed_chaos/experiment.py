@@ -350,7 +350,9 @@ _PARAMS: dict[str, tuple[str, float]] = {
     "rate": ("int", 10**9),  # storage-bandwidth's KB/s
     "wait_s": ("duration", MAX_FAULT_S),
     "toxicity": ("fraction", 1.0),
+    "stream": ("stream", 0.0),  # the storage faults' direction
 }
+STREAMS = ("upstream", "downstream", "both")
 
 
 def _params(p: _Fields) -> dict[str, Any]:
@@ -364,6 +366,8 @@ def _params(p: _Fields) -> dict[str, Any]:
             out[name] = p.duration(name, None, hi)
         elif kind == "fraction" and (not isinstance(v, (int, float)) or isinstance(v, bool) or not 0 <= v <= hi):
             p.fail(name, f"must be a number in 0..1, got {v!r}")
+        elif kind == "stream" and v not in STREAMS:
+            p.fail(name, f"must be one of {', '.join(STREAMS)}, got {v!r}")
         elif kind == "scalar" and not (v is None or isinstance(v, (str, int, float, bool))):
             p.fail(name, f"must be a string, number or boolean, got {v!r}")
     return out

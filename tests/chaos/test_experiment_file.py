@@ -176,6 +176,7 @@ def test_more_faults_than_the_limit_are_refused(tmp_path: Path) -> None:
         ("{wait_s: later}", "faults[0].params.wait_s: expected a duration"),
         ("{toxicity: 2}", "faults[0].params.toxicity: must be a number in 0..1"),
         ("{when: [a]}", "faults[0].params.when: must be a string, number or boolean"),
+        ("{stream: sideways}", "faults[0].params.stream: must be one of upstream, downstream, both, got 'sideways'"),
     ],
 )
 def test_params_of_the_wrong_type_are_usage_errors(tmp_path: Path, params: str, field: str) -> None:

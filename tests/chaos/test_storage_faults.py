@@ -116,6 +116,29 @@ def test_a_toxic_that_touched_nothing_did_not_fire(kind: str, s3_server: S3Serve
         assert ev.fired is False and "none of the 12 S3 requests started in it shows its effect" in ev.detail, ev.detail
 
 
+@pytest.mark.parametrize(
+    ("stream", "toxics", "fired"),
+    [(None, ["statebed-f1-upstream", "statebed-f1-downstream"], True), ("downstream", ["statebed-f1"], False)],
+)
+def test_bandwidth_throttles_uploads_both_ways_by_default(
+    stream: str | None, toxics: list[str], fired: bool, s3_server: S3Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A store's steady traffic is uploads with small answers: only a limit on what it sends slows
+    them. A limit on S3's answers alone (`stream: downstream`) touches none, and says so."""
+    with through_proxy(s3_server, tmp_path, monkeypatch) as (ctx, store):
+        fault = make("storage-bandwidth", **({} if stream is None else {"stream": stream}))
+        facts = fault.inject(ctx)
+        assert sorted(ctx.proxy.toxics()) == sorted(toxics) and facts["toxics"] == toxics
+        for i in range(4):
+            store.write(f"up-{i}", b"u" * BIG)
+        fault.heal(ctx)
+        assert ctx.proxy.toxics() == {}
+        ev = fault.evidence(ctx)
+        assert ev.fired is fired, ev.detail
+        if fired:
+            assert ev.proof and all(p["op"] == "write" and "/up-" in p["file"] for p in ev.proof), ev.proof
+
+
 def test_without_a_request_log_the_evidence_is_unknown(s3_server: S3Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     with through_proxy(s3_server, tmp_path, monkeypatch, log=False) as (ctx, store):
         fault = make("storage-latency", latency=50)

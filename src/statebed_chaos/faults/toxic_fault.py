@@ -34,6 +34,7 @@ class ToxicFault(Fault):
     needs = frozenset({"s3-proxy"})
     toxic_type: ClassVar[str]
     defaults: ClassVar[dict[str, int]]
+    stream: ClassVar[str]  # "downstream" (S3's answers), "upstream" (the store's requests and bodies) or "both"
     shows: ClassVar[Callable[[dict[str, int], dict[str, Any], float | None], bool]]
 
     def __init__(self, spec: FaultSpec) -> None:
@@ -44,6 +45,16 @@ class ToxicFault(Fault):
     @property
     def toxic_name(self) -> str:
         return f"statebed-{self.spec.id}"
+
+    def streams(self) -> tuple[str, ...]:
+        """The directions the toxic acts on: the fault's `stream` param, else its kind's."""
+        stream = str(self.spec.params.get("stream", self.stream))
+        return ("upstream", "downstream") if stream == "both" else (stream,)
+
+    def toxic_names(self) -> dict[str, str]:
+        """One toxic per direction: `statebed-<id>`, or `statebed-<id>-<stream>` when there are two."""
+        streams = self.streams()
+        return {s: self.toxic_name if len(streams) == 1 else f"{self.toxic_name}-{s}" for s in streams}
 
     def attributes(self) -> dict[str, int]:
         """The toxic's attributes: the defaults, overridden by the fault's params of the same name."""
@@ -56,15 +67,16 @@ class ToxicFault(Fault):
     def inject(self, ctx: FaultContext) -> dict[str, Any]:
         if ctx.proxy is None:
             raise NotApplicable(f"{self.kind} needs the S3 proxy (storage: s3)")
-        stream = str(self.spec.params.get("stream", "downstream"))
         toxicity = float(self.spec.params.get("toxicity", 1.0))
         self._started, self._healed = time.time(), None
-        ctx.proxy.add_toxic(name=self.toxic_name, type=self.toxic_type, stream=stream, toxicity=toxicity, attributes=self.attributes())
+        for stream, name in self.toxic_names().items():
+            ctx.proxy.add_toxic(name=name, type=self.toxic_type, stream=stream, toxicity=toxicity, attributes=self.attributes())
         return {
             "proxy": ctx.proxy.name,
             "toxic": self.toxic_name,
+            "toxics": list(self.toxic_names().values()),
             "type": self.toxic_type,
-            "stream": stream,
+            "stream": "both" if len(self.streams()) == 2 else self.streams()[0],
             "toxicity": toxicity,
             "attributes": self.attributes(),
         }
@@ -72,8 +84,9 @@ class ToxicFault(Fault):
     def heal(self, ctx: FaultContext) -> None:
         if ctx.proxy is None or self._started is None:
             return
-        if ctx.proxy.get_toxic(self.toxic_name) is not None:
-            ctx.proxy.destroy_toxic(self.toxic_name)
+        for name in self.toxic_names().values():
+            if ctx.proxy.get_toxic(name) is not None:
+                ctx.proxy.destroy_toxic(name)
         if self._healed is None:
             self._healed = time.time()
 
@@ -182,6 +195,7 @@ class Toxic:
     toxic_type: str
     defaults: dict[str, int]
     shows: Callable[[dict[str, int], dict[str, Any], float | None], bool]
+    stream: str = "downstream"
 
 
 TOXICS: tuple[Toxic, ...] = (
@@ -201,10 +215,13 @@ TOXICS: tuple[Toxic, ...] = (
     ),
     Toxic(
         "storage-bandwidth",
-        "traffic between the store and S3 is throttled to rate KB/s (params: rate, stream, toxicity)",
+        "traffic between the store and S3 is throttled to rate KB/s, both ways (params: rate, stream, toxicity)",
         "bandwidth",
         {"rate": 64},
         _throttled,
+        # both ways: a store's steady traffic is uploads, and its answers are small, so a limit on
+        # S3's answers alone touched nothing in most runs (the catalogue: 9 of 12 cells unknown)
+        "both",
     ),
     # A `timeout` toxic with timeout 0, not a disabled proxy: a disabled proxy refuses connections
     # at once (the client fails fast with "connection refused", a different fault), while an
@@ -234,6 +251,7 @@ def _fault_class(toxic: Toxic) -> type[ToxicFault]:
         "description": toxic.description,
         "toxic_type": toxic.toxic_type,
         "defaults": dict(toxic.defaults),
+        "stream": toxic.stream,
         "shows": staticmethod(toxic.shows),
         "__doc__": f"`{toxic.kind}`: {toxic.description}",
         "__module__": __name__,
