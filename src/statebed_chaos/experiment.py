@@ -25,6 +25,7 @@ from statebed_model.workloads import WORKLOADS
 from statebed_store.formats import FORMATS, NATIVE_FORMATS, V2, Format, get_format
 
 from .faults import FaultSpec, NotApplicable, Trigger, fault_class
+from .faults.toxic_fault import STREAMS
 from .limits import MAX_EXPERIMENT_BYTES, MAX_FAULT_S, MAX_PARAM_MS, MAX_SEED, MAX_SIZES, MAX_TIMEOUT_S
 
 __all__ = ["VERIFIERS", "Experiment", "RandomSchedule", "check_fault", "load_experiment", "parse_experiment"]
@@ -350,9 +351,8 @@ _PARAMS: dict[str, tuple[str, float]] = {
     "rate": ("int", 10**9),  # storage-bandwidth's KB/s
     "wait_s": ("duration", MAX_FAULT_S),
     "toxicity": ("fraction", 1.0),
-    "stream": ("stream", 0.0),  # the storage faults' direction
+    "stream": ("stream", 0.0),  # the storage faults' direction (`toxic_fault.STREAMS`)
 }
-STREAMS = ("upstream", "downstream", "both")
 
 
 def _params(p: _Fields) -> dict[str, Any]:

@@ -24,7 +24,12 @@ from statebed_store.storage.request_log import read_requests
 
 from .base import Evidence, Fault, FaultContext, FaultSpec, NotApplicable
 
-__all__ = ["FAULTS", "TOXICS", "Toxic", "ToxicFault", "duration_ms", "failed", "requests_proving"]
+__all__ = ["FAULTS", "STREAMS", "TOXICS", "Toxic", "ToxicFault", "duration_ms", "failed", "requests_proving"]
+
+
+# The directions a toxic acts on, as Toxiproxy names them, and "both": one toxic on each.
+DIRECTIONS = ("upstream", "downstream")
+STREAMS = (*DIRECTIONS, "both")
 
 
 class ToxicFault(Fault):
@@ -53,7 +58,7 @@ class ToxicFault(Fault):
     def toxic_names(self) -> dict[str, str]:
         """One toxic per direction: `statebed-<id>`, or `statebed-<id>-<stream>` for both."""
         if self.direction() == "both":
-            return {s: f"{self.toxic_name}-{s}" for s in ("upstream", "downstream")}
+            return {s: f"{self.toxic_name}-{s}" for s in DIRECTIONS}
         return {self.direction(): self.toxic_name}
 
     def attributes(self) -> dict[str, int]:
