@@ -20,6 +20,7 @@ __all__ = [
     "ForeignFileError",
     "InjectedFault",
     "LineageError",
+    "LocalInstanceError",
     "MisplacedKeyError",
     "MissingFileError",
     "NotRegularFileError",
@@ -132,6 +133,11 @@ class CommitConflictError(AlreadyExistsError):
 
 class StoreStateError(StatebedError):
     """The store was used out of its lifecycle (e.g. commit without load)."""
+
+
+class LocalInstanceError(StatebedError):
+    """The local RocksDB instance failed an operation (a full disk, an I/O error); the message
+    names its directory. The instance is dropped: it may hold part of the operation."""
 
 
 class ProtocolViolationError(StatebedError):

@@ -1,6 +1,6 @@
 """What /proc says about one process: its state, parent, start time and command line.
 
-The one reader of /proc/PID/stat and /proc/PID/cmdline: `statebed_base.processes` builds process
+The one reader of /proc/PID/stat, /proc/PID/cmdline and the kernel's boot id: `statebed_base.processes` builds process
 identities on it, and the checkpoint lock records its holder with it.
 """
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-__all__ = ["cmdline", "stat"]
+__all__ = ["boot_id", "cmdline", "stat"]
 
 
 def stat(pid: int) -> tuple[str, int, int] | None:
@@ -30,3 +30,11 @@ def cmdline(pid: int) -> tuple[str, ...] | None:
     except OSError:
         return None
     return tuple(raw.decode(errors="replace").split("\0")[:-1]) if raw else ()
+
+
+def boot_id() -> str | None:
+    """This boot's id (`/proc/sys/kernel/random/boot_id`): what a host crash or reboot changes; None if unreadable."""
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip() or None
+    except OSError:
+        return None

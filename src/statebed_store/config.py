@@ -110,14 +110,19 @@ class StoreOptions:
     # Spark's row checksums, for a reader of a checkpoint that has them (`row_checksum`): every
     # loaded row verified. None (statebed's own store, Spark's without them): rows are plain.
     row_checksums: RowChecksums | None = None
+    # V1 (`format="v1"`) neither lends its instance nor takes over a dead holder's, unless this
+    # says so: Spark's V1 loses its instance with its JVM, and the V1 positive control must
+    # behave as that store does (docs/store.md). V2 shares whenever the provider is asked to.
+    share_v1: bool = False
 
     def __post_init__(self) -> None:
         if self.format not in STORE_FORMATS:
             raise UsageError(f"StoreOptions.format must be one of {', '.join(STORE_FORMATS)}, got {self.format!r}")
         _int("snapshot_interval", self.snapshot_interval, 1, MAX_SNAPSHOT_INTERVAL, why=_INTERVAL_WHY)
         _int("retain_versions", self.retain_versions, 1, 10**9)
-        if not isinstance(self.checksums, bool):
-            raise UsageError(f"StoreOptions.checksums must be True or False, got {self.checksums!r}")
+        for flag in ("checksums", "share_v1"):
+            if not isinstance(getattr(self, flag), bool):
+                raise UsageError(f"StoreOptions.{flag} must be True or False, got {getattr(self, flag)!r}")
         _int("snapshot_upload_attempts", self.snapshot_upload_attempts, 1, 100)
         _seconds("snapshot_upload_backoff_s", self.snapshot_upload_backoff_s, 60.0)
         _seconds("sst_orphan_grace_s", self.sst_orphan_grace_s, 7 * 24 * 3600.0)

@@ -3,9 +3,13 @@
 Durability comes from changelogs in checkpoint storage. The WAL is on but never synced: it
 lets an instance whose process died be reopened with every write that process made (a host
 crash loses it, and the instance with its host). Whether such an instance is trusted is the
-provider's call: only at the `(version, id)` its holder recorded after its last commit
-(`store.StateStoreProvider`), else it is rebuilt from storage. Measured here on 250k keys and
-125k updates a batch: 1-3% slower writes than with the WAL off.
+provider's call: only at the `(version, id)` the instance's own identity record proves
+(`identity`, kept in the column family `IDENTITY_CF` by `set_identity` / `clear_identity`),
+else it is rebuilt from storage. Measured here on 250k keys and 125k updates a batch: 1-3%
+slower writes than with the WAL off.
+
+Every write and read that RocksDB can fail (a full disk, an I/O error: rocksdict raises plain
+exceptions) raises `LocalInstanceError` naming the instance's directory.
 
 Batched access is key-sorted: every batched put, delete, get and changelog replay is
 ordered by key first (a stable Arrow sort, so repeated keys keep their order). RocksDB's
@@ -18,22 +22,28 @@ the batch inside one method is the floor; nothing else runs per row.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
 import threading
-from collections.abc import Callable, Generator, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from rocksdict import BlockBasedOptions, Cache, Checkpoint, Options, Rdict, RdictIter, WriteBatch, WriteOptions
+from rocksdict import BlockBasedOptions, Cache, Checkpoint, ColumnFamily, Options, Rdict, RdictIter, WriteBatch, WriteOptions
 
-from statebed_base.errors import CorruptFileError, StatebedError, UnknownFormatError
+from statebed_base.errors import CorruptFileError, LocalInstanceError, StatebedError, UnknownFormatError
 
-__all__ = ["Merge", "RocksEngine", "key_order"]
+__all__ = ["IDENTITY_CF", "Merge", "RocksEngine", "key_order"]
+
+# The column family of the instance's identity record (`identity`): one key, never state. A loan's
+# copy carries it; a snapshot's does not (`checkpoint`), so every snapshot is the default family alone.
+IDENTITY_CF = "statebed-identity"
+_IDENTITY_KEY = b"identity"
 
 
 @dataclass(frozen=True)
@@ -95,16 +105,69 @@ class RocksEngine:
         wo = WriteOptions()
         wo.sync = False  # the WAL outlives the process, not the host (see above)
         self.db.set_write_options(wo)
+        self._id_family: Rdict | None = None  # the identity family, opened on first use
+        self._id_handle: ColumnFamily | None = None
+
+    @contextlib.contextmanager
+    def _io(self, what: str) -> Iterator[None]:
+        """RocksDB's plain exceptions as one error naming this instance (ours pass through)."""
+        try:
+            yield
+        except StatebedError:
+            raise
+        except Exception as e:
+            raise LocalInstanceError(f"{self.path}: local RocksDB instance failed to {what} ({e})") from None
+
+    # -- identity (see `identity`) ------------------------------------------------------
+    def _identity_family(self, create: bool) -> tuple[Rdict, ColumnFamily] | None:
+        if self._id_family is None or self._id_handle is None:
+            try:
+                self._id_family = self.db.get_column_family(IDENTITY_CF)
+            except Exception:  # rocksdict: "column name ... does not exist"
+                if not create:
+                    return None
+                self._id_family = self.db.create_column_family(IDENTITY_CF, _options())
+            self._id_handle = self.db.get_column_family_handle(IDENTITY_CF)
+        return self._id_family, self._id_handle
+
+    def identity(self) -> bytes | None:
+        """The identity record this instance holds, or None (never written, or deleted since)."""
+        with self._io("read its identity record"):
+            family = self._identity_family(create=False)
+            if family is None:
+                return None
+            value = family[0].get(_IDENTITY_KEY)
+        return value if isinstance(value, bytes) else None
+
+    def set_identity(self, record: bytes) -> None:
+        """Record what the instance holds now; WAL-ordered after every write before it."""
+        with self._io("write its identity record"):
+            family = self._identity_family(create=True)
+            assert family is not None
+            wb = WriteBatch(raw_mode=True)
+            wb.put(_IDENTITY_KEY, record, family[1])
+            self.db.write(wb)
+
+    def clear_identity(self) -> None:
+        """Delete the record before the instance changes: from here it proves nothing."""
+        with self._io("delete its identity record"):
+            family = self._identity_family(create=False)
+            if family is None:
+                return
+            wb = WriteBatch(raw_mode=True)
+            wb.delete(_IDENTITY_KEY, family[1])
+            self.db.write(wb)
 
     # -- reads --------------------------------------------------------------------------
     def get_many(self, keys: pa.Array) -> list[bytes | None]:
         """Values of `keys` (None where absent), in the order of `keys`; looked up sorted."""
         get = self.db.get
         order = key_order(keys)
-        if order is None:
-            return list(map(get, keys.to_pylist()))
-        found = np.empty(len(keys), dtype=object)
-        found[order] = list(map(get, keys.take(order).to_pylist()))
+        with self._io("read"):
+            if order is None:
+                return list(map(get, keys.to_pylist()))
+            found = np.empty(len(keys), dtype=object)
+            found[order] = list(map(get, keys.take(order).to_pylist()))
         return found.tolist()
 
     def items(
@@ -175,7 +238,8 @@ class RocksEngine:
         put = wb.put
         for k, v in zip(keys.to_pylist(), values.to_pylist()):
             put(k, v)
-        self.db.write(wb)
+        with self._io("write"):
+            self.db.write(wb)
 
     def delete_many(self, keys: pa.Array) -> None:
         order = key_order(keys)
@@ -183,7 +247,8 @@ class RocksEngine:
         delete = wb.delete
         for k in (keys.take(order) if order is not None else keys).to_pylist():
             delete(k)
-        self.db.write(wb)
+        with self._io("write"):
+            self.db.write(wb)
 
     def apply(
         self,
@@ -201,8 +266,14 @@ class RocksEngine:
         """
         order = key_order(pa.array(keys, pa.binary()))
         idx = order.tolist() if order is not None else list(range(len(keys)))
-        if merge is not None:
-            return self._apply_merging(ops, keys, values, delete_op, idx, merge)
+        with self._io("replay a changelog"):
+            if merge is not None:
+                return self._apply_merging(ops, keys, values, delete_op, idx, merge)
+            return self._apply_plain(ops, keys, values, delete_op, idx, batch)
+
+    def _apply_plain(
+        self, ops: Sequence[int], keys: Sequence[bytes], values: Sequence[bytes | None], delete_op: int, idx: list[int], batch: int
+    ) -> int:
         wb = WriteBatch(raw_mode=True)
         pending = 0
         for i in idx:
@@ -248,16 +319,33 @@ class RocksEngine:
         return len(keys)
 
     # -- files --------------------------------------------------------------------------
-    def checkpoint(self, dest: Path) -> None:
-        """A consistent copy of the current state in `dest` (SSTs hard-linked, memtable flushed).
+    def checkpoint(self, dest: Path, *, parents: bool = True, identity: bool = False) -> None:
+        """A consistent copy of the current state in `dest` (SSTs hard-linked, memtables flushed).
         The copy has no WAL: after the flush every write is in the SSTs (no write runs beside a
         checkpoint; what a WAL may still hold, e.g. an empty batch, changes nothing), so the copy,
-        and a snapshot made of it, holds what it would with the WAL off."""
-        self.db.flush(True)
+        and a snapshot made of it, holds what it would with the WAL off.
+
+        `identity=False` (a snapshot): the copy holds the default family alone, as every snapshot
+        does; the identity family is dropped from the instance first, so it proves nothing until
+        its next `set_identity`. `identity=True` (a loan): the copy carries the record, and proves
+        itself to its borrower. `parents=False`: `dest`'s directory must exist (a loan never
+        recreates a borrower's directory that was removed)."""
         if dest.exists():
             shutil.rmtree(dest)
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        Checkpoint(self.db).create_checkpoint(str(dest))
+        if parents:
+            dest.parent.mkdir(parents=True, exist_ok=True)
+        elif not dest.parent.is_dir():
+            raise LocalInstanceError(f"{dest.parent}: no such directory; no checkpoint taken")
+        with self._io("take a local checkpoint"):
+            family = self._identity_family(create=False)
+            if family is not None and not identity:
+                del family
+                self._id_family = self._id_handle = None
+                self.db.drop_column_family(IDENTITY_CF)
+            elif family is not None:
+                family[0].flush(True)
+            self.db.flush(True)
+            Checkpoint(self.db).create_checkpoint(str(dest))
         for wal in dest.iterdir():
             if _WAL.fullmatch(wal.name):
                 wal.unlink()
@@ -269,9 +357,12 @@ class RocksEngine:
         return self._db
 
     def close(self) -> None:
+        """Close the instance; the handles go first (each keeps the database, and its LOCK, open)."""
+        self._id_family = self._id_handle = None
         db, self._db = self._db, None
         if db is not None:
-            db.close()
+            with self._io("close"):
+                db.close()
 
     @staticmethod
     def clear_dir(path: Path) -> None:

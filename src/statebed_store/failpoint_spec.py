@@ -22,6 +22,8 @@ KNOWN_POINTS: dict[str, str] = {
     "snapshot.upload.before": "before a queued snapshot is uploaded (drop: skip this snapshot)",
     "snapshot.upload.after": "after a snapshot zip is uploaded (drop: no effect)",
     "commitlog.write.before": "before commits/<batchId> is written (drop: skip the write)",
+    "commit.identity.before": "after a commit's changelog is durable, before the instance records its identity (drop: no effect)",
+    "commit.identity.after": "after the instance recorded its identity, before held.json is written (drop: no effect)",
 }
 _ALIASES = {"snapshot.upload": "snapshot.upload.before", "changelog.upload": "changelog.upload.before"}
 

@@ -17,16 +17,30 @@ L0 files), on 250k keys and 125k updates a batch.
 
 Each process serves loans on one abstract Unix socket, named with its PID and a random token:
 it exists only while the process does, and leaves nothing on disk. A lender is advertised by a
-file `<store dir>.lenders/<pid>` holding that name; a borrower tries each one, and removes a
-file whose socket is gone.
+file `<store dir>.lenders/<pid>-<token>`; a borrower tries each one, and removes a file whose
+socket is gone or held by another process (the token is never reused, so a live process that
+got a dead one's PID keeps its own advertisement).
+
+The trust boundary (issue 62) is the host's uid: an abstract socket has no file permissions, so
+anyone on the host can connect to a desk or bind a dead lender's name. Both sides therefore check
+the other's `SO_PEERCRED`: a desk answers only peers of its own uid, and a borrower talks only to
+the process its advertisement names (its PID, the borrower's uid). A desk copies only into a new
+`loan-*` directory of one of that store's instance directories, matched exactly, that exists
+already (a loan never recreates a directory its borrower removed). A borrower gives up on any
+malformed, oversized or late answer (a rebuild follows), takes the copy by renaming it into its
+own instance directory and acknowledges; a copy nobody acknowledged is removed by its lender.
+Whatever a peer says, the copy proves what it holds from its own identity record (`identity`),
+checked by the borrower before anything is served from it.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 import socket
+import struct
 import threading
 import uuid
 import weakref
@@ -35,9 +49,10 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from statebed_base.errors import StatebedError
-from statebed_base.localfs import atomic_write, check_regular, read_regular
+from statebed_base.localfs import atomic_write, check_regular, remove_tree
 from statebed_base.log import get_logger, kv
 
+from .identity import Identity
 from .lineage import CheckpointRef
 from .naming import LOAN_PREFIX, is_private_dir_of
 from .snapshot import ImmutableFile
@@ -48,9 +63,12 @@ log = get_logger("lending")
 
 LENDERS_SUFFIX = ".lenders"
 # A lender's work is one memtable flush and hard links; past this a borrower rebuilds instead
-# (a loan that lands later is a leftover `loan-*` directory, removed with its instance directory).
+# (a loan that lands later is not acknowledged, and its lender removes it).
 REPLY_TIMEOUT_S = 10.0
 MAX_MESSAGE = 1 << 20
+_PREFIX = "statebed-lend-"
+_ADVERT = re.compile(r"([0-9]+)-[0-9a-f]{16}")  # `<pid>-<token>`: the desk's name after the prefix
+_TAKEN = b"taken\n"
 
 
 @dataclass(frozen=True)
@@ -61,6 +79,11 @@ class Loan:
     lineage: tuple[CheckpointRef, ...]
     last_snapshot_version: int
     ssts: tuple[ImmutableFile, ...]  # its local SSTs that already live in DFS (a snapshot need not upload them again)
+
+    @property
+    def identity(self) -> Identity:
+        """What the copy must prove it holds (its own record, `identity`)."""
+        return Identity(self.loaded, self.lineage, self.last_snapshot_version)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -74,16 +97,14 @@ class Loan:
     def from_json(cls, d: dict[str, Any]) -> Loan:
         """Raises KeyError, TypeError or ValueError on anything malformed (the borrower then rebuilds)."""
 
-        def ref(pair: list[Any]) -> CheckpointRef:
-            version, rid = pair
-            if not isinstance(version, int) or not (rid is None or isinstance(rid, str)):
-                raise ValueError(f"bad checkpoint reference {pair!r}")
-            return CheckpointRef(version, rid)
-
-        last = d["last_snapshot_version"]
-        if not isinstance(last, int):
-            raise ValueError(f"bad last_snapshot_version {last!r}")
-        return cls(ref(d["loaded"]), tuple(ref(p) for p in d["lineage"]), last, tuple(ImmutableFile(**f) for f in d["ssts"]))
+        if not isinstance(d, dict) or not isinstance(d.get("ssts"), list):
+            raise ValueError("malformed loan")
+        ident = Identity.decode(json.dumps({k: d.get(k) for k in ("loaded", "lineage", "last_snapshot_version")}).encode())
+        ssts = tuple(ImmutableFile(**f) for f in d["ssts"])
+        for f in ssts:
+            if not (isinstance(f.local, str) and isinstance(f.dfs, str) and isinstance(f.size, int)):
+                raise ValueError(f"bad SST entry {f!r}")
+        return cls(ident.loaded, ident.lineage, ident.last_snapshot_version, ssts)
 
 
 class Lender(Protocol):
@@ -109,7 +130,8 @@ class _Server:
 
     def __init__(self) -> None:
         self.pid = os.getpid()
-        self.name = f"statebed-lend-{self.pid}-{secrets.token_hex(8)}"
+        self.advert = f"{self.pid}-{secrets.token_hex(8)}"
+        self.name = _PREFIX + self.advert
         self._lenders: dict[str, weakref.WeakSet[Lender]] = {}
         self._lock = threading.Lock()
         self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -138,36 +160,74 @@ class _Server:
             with conn:
                 try:
                     conn.settimeout(REPLY_TIMEOUT_S)
-                    conn.sendall(self._answer(_receive(conn)))
+                    pid, uid = _peer(conn)
+                    if uid != os.getuid():
+                        log.warning("loan request from another uid refused", extra=kv(pid=pid, uid=uid))
+                        continue
+                    self._serve_one(conn)
                 except Exception as e:  # one bad request must not stop the desk
                     log.info("loan request failed", extra=kv(error=str(e)))
 
-    def _answer(self, request: dict[str, Any]) -> bytes:
-        store_dir, dest = Path(request["store"]), Path(request["dest"])
+    def _serve_one(self, conn: socket.socket) -> None:
+        request = _receive(conn)
+        store, where = request.get("store"), request.get("dest")
+        if not isinstance(store, str) or not isinstance(where, str):
+            raise ValueError("request names no store or destination")
+        store_dir, dest = Path(store), Path(where)
         with self._lock:
             lenders = list(self._lenders.get(str(store_dir), ()))
         loan = None
-        if _is_loan_path(dest, store_dir):
+        if lenders and _is_loan_path(dest, store_dir):
             for lender in lenders:
                 loan = lender.lend(dest)
                 if loan is not None:
                     break
-        return json.dumps({"loan": None if loan is None else loan.to_json()}).encode() + b"\n"
+        if loan is None:
+            conn.sendall(b'{"loan": null}\n')
+            return
+        taken = False
+        try:
+            conn.sendall(json.dumps({"loan": loan.to_json()}).encode() + b"\n")
+            taken = _read_line(conn, len(_TAKEN)) == _TAKEN
+        finally:
+            if not taken:  # the borrower gave up (late, or it found the copy unusable): nobody else removes it
+                _remove_copy(dest)
 
 
-def _receive(conn: socket.socket) -> dict[str, Any]:
+def _peer(conn: socket.socket) -> tuple[int, int]:
+    """The other end's (pid, uid), from the kernel (`SO_PEERCRED`), not from anything it says."""
+    pid, uid, _gid = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))
+    return pid, uid
+
+
+def _read_line(conn: socket.socket, limit: int) -> bytes:
     buf = b""
     while not buf.endswith(b"\n"):
-        chunk = conn.recv(65536)
+        chunk = conn.recv(min(65536, limit + 1 - len(buf)))
         if not chunk:
             raise ValueError("connection closed before a whole message")
         buf += chunk
-        if len(buf) > MAX_MESSAGE:
+        if len(buf) > limit:
             raise ValueError("message too long")
-    msg = json.loads(buf)
+    return buf
+
+
+def _receive(conn: socket.socket) -> dict[str, Any]:
+    """One JSON object on one line; ValueError on anything else (RecursionError included)."""
+    buf = _read_line(conn, MAX_MESSAGE)
+    try:
+        msg = json.loads(buf)
+    except (ValueError, RecursionError) as e:
+        raise ValueError(f"malformed message ({type(e).__name__})") from None
     if not isinstance(msg, dict):
         raise ValueError("message is not an object")
     return msg
+
+
+def _remove_copy(dest: Path) -> None:
+    """Remove a copy made for a borrower that did not take it (a real directory only, never through a link)."""
+    if dest.is_dir() and not dest.is_symlink():
+        remove_tree(dest)
 
 
 _SERVER: _Server | None = None
@@ -189,52 +249,71 @@ def advertise(store_dir: Path, lender: Lender) -> None:
     server.add(store_dir, lender)
     d = _lenders_dir(store_dir)
     d.mkdir(parents=True, exist_ok=True)
-    atomic_write(d / str(server.pid), server.name.encode(), durable=False)  # meaningful only while this process lives
+    atomic_write(d / server.advert, server.name.encode(), durable=False)  # meaningful only while this process lives
 
 
 def withdraw(store_dir: Path, lender: Lender) -> None:
     """Stop offering `lender` (its provider closes); the file goes with this process's last lender of the store."""
     server = _server()
     if server.remove(store_dir, lender):
-        _remove_regular(_lenders_dir(store_dir) / str(server.pid))
+        _remove_regular(_lenders_dir(store_dir) / server.advert)
 
 
-def borrow(store_dir: Path, instance_dir: Path) -> tuple[Loan, Path] | None:
+class _Stale(Exception):
+    """The advertised desk is not there: its socket is gone or another process holds its name."""
+
+
+def borrow(store_dir: Path, instance_dir: Path, target: Path) -> Loan | None:
     """A copy of some other holder's instance of the store, made in a new `loan-*` directory of
-    `instance_dir`, and what it holds; None if no lender of this host has one to give now."""
+    `instance_dir` and renamed to `target` (which must not exist), and what its lender says it
+    holds; None if no lender of this host has one to give now. The claim is only a claim: the
+    caller checks it against the copy's own identity record."""
     d = _lenders_dir(store_dir)
     try:
-        entries = sorted(e for e in d.iterdir() if e.name.isdigit())
+        entries = sorted(e for e in d.iterdir() if _ADVERT.fullmatch(e.name))
     except FileNotFoundError:
         return None
     for entry in entries:
-        try:
-            name = read_regular(entry, max_bytes=256).decode()
-        except (OSError, StatebedError, UnicodeDecodeError):
-            continue  # being replaced, or gone
         dest = instance_dir / f"{LOAN_PREFIX}{uuid.uuid4().hex[:12]}"
         try:
-            loan = _ask(name, store_dir, dest)
-        except (ConnectionRefusedError, FileNotFoundError):
-            _remove_regular(entry)  # its process is gone: the socket went with it
+            loan = _ask(entry.name, store_dir, dest, target)
+        except _Stale as e:
+            log.info("removed a stale lender advertisement", extra=kv(lender=entry.name, why=str(e)))
+            _remove_regular(entry)
             continue
-        except (OSError, ValueError, KeyError, TypeError) as e:
-            log.info("a lender did not answer; trying the next", extra=kv(lender=name, error=str(e)))
+        except Exception as e:  # malformed, oversized, late: this lender is no use now; a rebuild is never wrong
+            log.info("a lender did not answer usably; trying the next", extra=kv(lender=entry.name, error=f"{type(e).__name__}: {e}"))
             continue
-        if loan is not None and dest.is_dir():
-            log.info("borrowed an instance", extra=kv(store_dir=str(store_dir), lender=name, loaded=str(loan.loaded)))
-            return loan, dest
+        if loan is not None:
+            log.info("borrowed an instance", extra=kv(store_dir=str(store_dir), lender=entry.name, loaded=str(loan.loaded)))
+            return loan
     return None
 
 
-def _ask(name: str, store_dir: Path, dest: Path) -> Loan | None:
+def _ask(advert: str, store_dir: Path, dest: Path, target: Path) -> Loan | None:
+    pid = int(advert.split("-", 1)[0])
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
         s.settimeout(REPLY_TIMEOUT_S)
-        s.connect("\0" + name)
+        try:
+            s.connect("\0" + _PREFIX + advert)
+        except (ConnectionRefusedError, FileNotFoundError):
+            raise _Stale("its socket is gone") from None
+        peer_pid, peer_uid = _peer(s)
+        if peer_pid != pid or peer_uid != os.getuid():  # its name outlived it and someone else bound it
+            raise _Stale(f"its socket is held by pid {peer_pid}, uid {peer_uid}")
         s.sendall(json.dumps({"store": str(store_dir), "dest": str(dest)}).encode() + b"\n")
-        reply = _receive(s)
-    loan = reply["loan"]
-    return None if loan is None else Loan.from_json(loan)
+        raw = _receive(s).get("loan")
+        if raw is None:
+            return None
+        loan = Loan.from_json(raw)
+        if dest.is_symlink() or not dest.is_dir():
+            raise ValueError(f"{dest}: the lender made no copy")
+        dest.rename(target)  # ours from here; the lender removes a copy nobody acknowledged
+        try:
+            s.sendall(_TAKEN)
+        except OSError:
+            pass  # the lender is gone: the copy was renamed away from what it would remove
+        return loan
 
 
 def _remove_regular(path: Path) -> None:

@@ -4,8 +4,11 @@ Lifecycle (as Spark's StateStore): `provider.load(version, id)` returns a `State
 transaction; `commit()` makes `version + 1` durable and returns `(version, new id, base
 id)`; `abort()` discards. One transaction per provider at a time.
 
-Load: reuse the open RocksDB instance only if it is at exactly `(version, id)`; else plan
-from storage (`plan.plan_load`) and rebuild. Commit (V2): write `<v+1>_<new id>.changelog`
+Load: reuse the open RocksDB instance only if it proves from its own identity record
+(`identity`) that it is at exactly `(version, id)`; else plan from storage (`plan.plan_load`)
+and rebuild. Any failure while an instance changes (catch-up, rebuild, replay, a loan, a
+commit) drops the instance: it is closed and forgotten, and the lock is released whatever
+happens. Commit (V2): write `<v+1>_<new id>.changelog`
 create-only with the lineage since the presumed last snapshot, durable before returning;
 every `snapshot_interval` versions take a local RocksDB checkpoint and queue it for the
 background uploader (commit never waits for it). The new id is drawn per load, i.e. per
@@ -30,10 +33,11 @@ from typing import Any, TypeAlias
 
 import pyarrow as pa
 
-from statebed_base import localfs
+from statebed_base import localfs, procfs
 from statebed_base.errors import (
     CheckpointFileError,
     InjectedFault,
+    LocalInstanceError,
     MissingFileError,
     StatebedError,
     StoreStateError,
@@ -47,6 +51,7 @@ from .changelog import DELETE, MERGE, PUT, Chunk, as_binary_array, encode_change
 from .config import StoreOptions
 from .engine import RocksEngine
 from .formats import FORMATS
+from .identity import Identity
 from .lineage import CheckpointRef
 from .merge import replay_merge
 from .naming import CHANGELOG, DB_DIR, HELD_FILE, SNAPSHOT, StateFileName, StoreId, check_id, new_checkpoint_id
@@ -144,8 +149,9 @@ class StateStoreProvider:
         self._dir = self._local.path
         self._sst_cache = local_dirs.sst_cache_dir(root, store)
         self._store_dir = local_dirs.store_dir(root, store)
-        self._share = share
-        if share:
+        # V1 shares only when asked (`StoreOptions.share_v1`): Spark's V1 instance dies with its JVM.
+        self._share = share and (FORMATS[self.options.format].ids or self.options.share_v1)
+        if self._share:
             lending.advertise(self._store_dir, self)
 
     @property
@@ -179,34 +185,81 @@ class StateStoreProvider:
                 self._unmark()  # from here the instance may change: until the commit, nobody may resume it
             if not self._use_open(ref) and not (self._borrow(ref) and self._use_open(ref)):
                 self._reload(ref)
+            self._begin()
             self.metrics.load_seconds += time.perf_counter() - t0
             v2 = FORMATS[self.options.format].ids
             switch = version > 0 and ((v2 and checkpoint_id is None) or (not v2 and checkpoint_id is not None))
             self._status = _Status.IN_TXN
             return StateStore(self, ref, new_checkpoint_id() if v2 else None, switch, task_info)
         except BaseException:
-            self._lock.release()
+            try:
+                self._invalidate()  # whatever failed may have changed it
+            finally:
+                self._lock.release()
             raise
+
+    def _begin(self) -> None:
+        """The transaction's writes start: the identity record goes first, so that an instance
+        left half-way (a kill, a full disk) proves nothing and is never served."""
+        inst = self._instance
+        assert inst is not None
+        inst.engine.clear_identity()
+
+    # -- the identity rule (`identity`) ----------------------------------------------------
+    def _proves(self, inst: _Instance) -> bool:
+        """The instance's own record says it holds exactly what its bookkeeping claims."""
+        claim = Identity(inst.loaded, tuple(inst.lineage), inst.last_snapshot_version)
+        try:
+            record = inst.engine.identity()
+            held = Identity.decode(record) if record is not None else None
+        except (StatebedError, ValueError) as e:
+            log.info("instance identity unreadable", extra=kv(store=str(self.store), error=str(e)))
+            return False
+        if held != claim:
+            log.info("instance does not prove its claim; dropped", extra=kv(store=str(self.store), claim=str(claim), held=str(held)))
+            return False
+        return True
+
+    def _record_identity(self) -> None:
+        """After a commit's last change: the instance proves what it holds from here."""
+        inst = self._instance
+        assert inst is not None
+        inst.engine.set_identity(Identity(inst.loaded, tuple(inst.lineage), inst.last_snapshot_version).encode())
 
     def _use_open(self, ref: CheckpointRef) -> bool:
         """Serve `ref` from the open instance: a hit at exactly `ref`, else a catch-up; False if neither."""
-        if self._instance is not None and self._instance.loaded == ref:
+        inst = self._instance
+        if inst is None:
+            return False
+        if not self._proves(inst):
+            self._invalidate()
+            return False
+        if inst.loaded == ref:
             self.metrics.cache_hits += 1
             return True
         return self._catch_up(ref)
 
     def _invalidate(self) -> None:
+        """Forget the instance and close it; never raises (a close that fails must not keep the lock)."""
         inst, self._instance = self._instance, None
-        if inst is not None:
+        if inst is None:
+            return
+        try:
             self._unmark()
+        except OSError as e:
+            log.warning("could not remove the instance's record", extra=kv(store=str(self.store), error=str(e)))
+        try:
             inst.engine.close()
+        except Exception as e:
+            log.warning("closing a dropped instance failed", extra=kv(store=str(self.store), error=str(e)))
 
     # -- what the shared directory's instance holds, for a process that takes it over ------
-    # A holder records the `(version, id)`, lineage and last snapshot of its instance after each
-    # commit, and removes the record before anything changes the instance again. A process that
-    # later claims the directory (the holder died: a killed Python worker) reopens the instance
-    # (RocksDB replays its unsynced WAL) only if the record is there; the record is then the
-    # instance's state, checked at the load as any open instance is.
+    # A holder records the `(version, id)`, lineage, last snapshot and uploaded SSTs of its
+    # instance after each commit, with this boot's id, and removes the record before anything
+    # changes the instance again. A process that later claims the directory (the holder died: a
+    # killed Python worker) reopens the instance (RocksDB replays its unsynced WAL) only if the
+    # record is there and of this boot, and keeps it only if the instance's own identity record
+    # proves the same (a lost WAL tail loses that proof with the rows).
     def _held(self) -> lending.Loan:
         inst = self._instance
         assert inst is not None
@@ -215,9 +268,10 @@ class StateStoreProvider:
     def _mark(self) -> None:
         if not self._share or self._local.private:
             return
+        record = {**self._held().to_json(), "boot_id": procfs.boot_id()}
         try:
-            localfs.atomic_write(self._dir / HELD_FILE, json.dumps(self._held().to_json()).encode(), durable=False)
-        except StatebedError as e:  # without the record, a successor rebuilds: slower, never wrong
+            localfs.atomic_write(self._dir / HELD_FILE, json.dumps(record).encode(), durable=False)
+        except (OSError, StatebedError) as e:  # without the record, a successor rebuilds: slower, never wrong
             log.info("could not record the instance's state", extra=kv(store=str(self.store), error=str(e)))
 
     def _unmark(self) -> None:
@@ -243,14 +297,20 @@ class StateStoreProvider:
         if data is None:
             return
         try:
-            loan = lending.Loan.from_json(json.loads(data))
+            record = json.loads(data)
+            if not isinstance(record, dict) or record.get("boot_id") != procfs.boot_id():
+                raise ValueError("the record is of another boot (a host crash may have lost the WAL it relied on)")
+            loan = lending.Loan.from_json(record)
             if not (db_dir / "CURRENT").is_file():
                 raise StatebedError(f"{db_dir}: no RocksDB instance beside its record")
             engine = RocksEngine(db_dir)
-        except (ValueError, KeyError, TypeError, StatebedError) as e:
+        except Exception as e:  # malformed, another boot, unopenable: rebuilding is never wrong
             log.info("instance left by a dead holder unusable; rebuilding", extra=kv(store=str(self.store), error=str(e)))
             return
         self._instance = self._adopt(engine, loan)
+        if not self._proves(self._instance):  # e.g. the WAL lost its tail: the record is not the rows
+            self._invalidate()
+            return
         self.metrics.resumes += 1
         log.info("took over the instance a dead holder left", extra=kv(store=str(self.store), loaded=str(loan.loaded)))
 
@@ -283,12 +343,15 @@ class StateStoreProvider:
             todo = tuple(c for c in chain.changelogs if c.version > inst.loaded.version)
             self._replay(files, inst.engine, todo, inst.loaded)
             rebuild = plan_load(files, ref)  # what a rebuild would plan: its lineage and last snapshot
-        except StatebedError as e:
+        except Exception as e:  # ours, or the engine's (a full disk): the caller rebuilds from storage
             log.info(
                 "catch-up not possible; rebuilding", extra=kv(store=str(self.store), loaded=str(inst.loaded), target=str(ref), why=str(e))
             )
             self._invalidate()  # a replay that stopped half-way leaves the instance between versions
             return False
+        except BaseException:
+            self._invalidate()
+            raise
         inst.loaded = ref
         inst.lineage = list(rebuild.chain)[-self.options.snapshot_interval :] if ref.id is not None else []
         inst.last_snapshot_version = max(inst.last_snapshot_version, rebuild.snapshot.version if rebuild.snapshot else 0)
@@ -302,20 +365,20 @@ class StateStoreProvider:
         if not self._share or ref.version == 0:
             return False
         self._invalidate()
-        got = lending.borrow(self._store_dir, self._dir)
-        if got is None:
-            return False
-        loan, copy = got
         db_dir = self._dir / DB_DIR
         try:
             localfs.remove_tree(db_dir)
-            copy.rename(db_dir)
+            loan = lending.borrow(self._store_dir, self._dir, db_dir)
+            if loan is None:
+                return False
             engine = RocksEngine(db_dir)
-        except (OSError, StatebedError) as e:
+        except Exception as e:
             log.info("borrowed instance unusable; rebuilding", extra=kv(store=str(self.store), error=str(e)))
-            localfs.remove_tree(copy)
             return False
         self._instance = self._adopt(engine, loan)
+        if not self._proves(self._instance):  # the lender's word against the copy's own record
+            self._invalidate()
+            return False
         self.metrics.borrows += 1
         return True
 
@@ -326,9 +389,9 @@ class StateStoreProvider:
             return None
         try:
             inst = self._instance
-            if self._status is not _Status.IDLE or inst is None:
+            if self._status is not _Status.IDLE or inst is None or not self._proves(inst):
                 return None
-            inst.engine.checkpoint(dest)
+            inst.engine.checkpoint(dest, parents=False, identity=True)  # the copy proves itself to its borrower
             return self._held()
         finally:
             self._lock.release()
@@ -350,6 +413,10 @@ class StateStoreProvider:
                 if attempt == 2:
                     raise
                 log.info("file missing while loading; listing again", extra=kv(store=str(self.store), target=str(ref), error=str(e)))
+            except StatebedError:
+                raise
+            except OSError as e:  # the local directory itself (a full disk while unpacking)
+                raise LocalInstanceError(f"{self._dir / DB_DIR}: cannot rebuild the local instance at {ref} ({e})") from None
 
     def _build(self, files: StoreFiles, ref: CheckpointRef) -> _Instance:
         """Plan and materialize; a damaged snapshot is planned around (`plan.plan_with_fallback`)."""
@@ -402,7 +469,10 @@ class StateStoreProvider:
         try:
             self._replay(files, engine, plan.changelogs, plan.snapshot)
         except BaseException:
-            engine.close()
+            try:
+                engine.close()
+            except Exception as e:  # the replay's error is the one to report
+                log.warning("closing a failed instance failed", extra=kv(store=str(self.store), error=str(e)))
             raise
         lineage = list(plan.chain)[-self.options.snapshot_interval :] if plan.target.id is not None else []
         log.info(
@@ -418,7 +488,9 @@ class StateStoreProvider:
         )
 
     def _replay(self, files: StoreFiles, engine: RocksEngine, changelogs: Sequence[CheckpointRef], prev: CheckpointRef | None) -> None:
-        """Apply `changelogs` in order onto `engine`, each checked to follow `prev` (the one before it)."""
+        """Apply `changelogs` in order onto `engine`, each checked to follow `prev` (the one before it).
+        The identity record goes first: an instance replayed half-way proves nothing."""
+        engine.clear_identity()
         for ref in changelogs:
             shown = files.display(ref, CHANGELOG)
             cl = parse_changelog(files.read_verified(ref, CHANGELOG), file=shown, version=ref.version)
@@ -473,9 +545,11 @@ class StateStoreProvider:
                     )
                 failpoints.hit("changelog.upload.after")
         except BaseException:
-            self._finish(txn)
-            self._invalidate()
-            self._lock.release()
+            try:
+                self._finish(txn)
+                self._invalidate()
+            finally:
+                self._lock.release()
             raise
         try:
             base_lineage = tuple(inst.lineage)
@@ -490,7 +564,15 @@ class StateStoreProvider:
                 due = new.version - inst.last_snapshot_version >= self.options.snapshot_interval
                 if snapshot or (snapshot is None and due):
                     self._queue_snapshot(txn, new, base_lineage if v2 else None)
-            self._mark()
+            failpoints.hit("commit.identity.before")
+            try:
+                self._record_identity()
+            except StatebedError as e:  # the commit is durable; only this instance is lost
+                log.warning("could not record the instance's identity; dropped", extra=kv(store=str(self.store), error=str(e)))
+                self._invalidate()
+            else:
+                failpoints.hit("commit.identity.after")
+                self._mark()
             self.metrics.commits += 1
             self.metrics.commit_seconds += time.perf_counter() - t0
             log.info("committed", extra=kv(store=str(self.store), version=new.version, id=new.id, base=txn.base.id))
@@ -553,9 +635,11 @@ class StateStoreProvider:
     def _abort(self, txn: StateStore) -> None:
         if txn._done:
             return
-        self._finish(txn)
-        self._invalidate()  # the instance holds half a batch: rebuild on the next load
-        self._lock.release()
+        try:
+            self._finish(txn)
+            self._invalidate()  # the instance holds half a batch: rebuild on the next load
+        finally:
+            self._lock.release()
 
     def close(self, drain_timeout_s: float = 0.0) -> None:
         """Release the local instance; optionally wait for queued snapshots first."""

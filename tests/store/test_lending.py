@@ -118,17 +118,19 @@ def test_a_lender_writes_nowhere_but_a_new_loan_directory_of_the_store(tmp_path:
     a = provider(storage, options)
     commit(a, CheckpointRef(0), {b"k": b"1"})
     sdir = store_dir(local_root(options.local_dir, storage.url), STORE)
-    name = (sdir.with_name(sdir.name + ".lenders") / str(os.getpid())).read_text()
+    lenders = sdir.with_name(sdir.name + ".lenders")
+    (advert,) = (e.name for e in lenders.iterdir())
+    assert advert.startswith(f"{os.getpid()}-")
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    lenders = sdir.with_name(sdir.name + ".lenders")
+    taken = tmp_path / "taken"
     for dest in (elsewhere / "loan-x", sdir / "db", sdir.parent / "other-store" / "loan-x", lenders / "loan-x"):
-        assert lending._ask(name, sdir, dest) is None
+        assert lending._ask(advert, sdir, dest, taken) is None
         assert not dest.exists() or dest.name == "db"
-    assert lending._ask(name, sdir, sdir / "loan-ok") is not None  # the control: a loan where one belongs
-    assert (sdir / "loan-ok" / "CURRENT").is_file()
+    assert lending._ask(advert, sdir, sdir / "loan-ok", taken) is not None  # the control: a loan where one belongs
+    assert (taken / "CURRENT").is_file() and not (sdir / "loan-ok").exists()
     a.close()
-    assert not (sdir.with_name(sdir.name + ".lenders") / str(os.getpid())).exists()
+    assert not (lenders / advert).exists()
 
 
 LENDER = textwrap.dedent(
@@ -171,7 +173,7 @@ def test_a_worker_borrows_from_another_process_and_not_from_one_that_is_gone(tmp
         assert proc.wait(timeout=60) == 0
     # a lender killed before it withdrew: its file stays, its socket is gone; the borrower drops the file
     sdir = store_dir(local_root(options.local_dir, storage.url), STORE)
-    stale = sdir.with_name(sdir.name + ".lenders") / "999999999"
+    stale = sdir.with_name(sdir.name + ".lenders") / "999999999-00000000deadbeef"
     stale.write_text("statebed-lend-999999999-gone")
     c = provider(storage, options)
     assert state_at(c, CheckpointRef(version, cid)) == {b"k": b"from another process"}
