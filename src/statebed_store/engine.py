@@ -101,7 +101,7 @@ class RocksEngine:
         try:
             self._db: Rdict | None = Rdict(str(self.path), _options())
         except Exception as e:  # rocksdict raises plain Exception subclasses
-            raise StatebedError(f"{self.path}: cannot open RocksDB instance ({e})") from None
+            raise LocalInstanceError(f"{self.path}: cannot open RocksDB instance ({e})") from None
         wo = WriteOptions()
         wo.sync = False  # the WAL outlives the process, not the host (see above)
         self.db.set_write_options(wo)
