@@ -24,6 +24,8 @@ KNOWN_POINTS: dict[str, str] = {
     "commitlog.write.before": "before commits/<batchId> is written (drop: skip the write)",
     "commit.identity.before": "after a commit's changelog is durable, before the instance records its identity (drop: no effect)",
     "commit.identity.after": "after the instance recorded its identity, before held.json is written (drop: no effect)",
+    "lend.copy.before": "a lender's desk, before it copies its instance for a borrower (drop: no effect)",
+    "lend.reply.before": "a lender's desk, after the copy is made, before it answers (drop: no effect)",
 }
 _ALIASES = {"snapshot.upload": "snapshot.upload.before", "changelog.upload": "changelog.upload.before"}
 

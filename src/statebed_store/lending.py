@@ -52,6 +52,7 @@ from statebed_base.errors import StatebedError
 from statebed_base.localfs import atomic_write, check_regular, remove_tree
 from statebed_base.log import get_logger, kv
 
+from . import failpoints
 from .identity import Identity
 from .lineage import CheckpointRef
 from .naming import LOAN_PREFIX, is_private_dir_of
@@ -178,6 +179,7 @@ class _Server:
             lenders = list(self._lenders.get(str(store_dir), ()))
         loan = None
         if lenders and _is_loan_path(dest, store_dir):
+            failpoints.hit("lend.copy.before")
             for lender in lenders:
                 loan = lender.lend(dest)
                 if loan is not None:
@@ -187,6 +189,7 @@ class _Server:
             return
         taken = False
         try:
+            failpoints.hit("lend.reply.before")
             conn.sendall(json.dumps({"loan": loan.to_json()}).encode() + b"\n")
             taken = _read_line(conn, len(_TAKEN)) == _TAKEN
         finally:
