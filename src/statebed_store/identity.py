@@ -31,15 +31,27 @@ class Identity:
     lineage: tuple[CheckpointRef, ...]
     last_snapshot_version: int
 
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON shape, shared by the record, a loan's answer and `held.json`."""
+        return {
+            "loaded": [self.loaded.version, self.loaded.id],
+            "lineage": [[r.version, r.id] for r in self.lineage],
+            "last_snapshot_version": self.last_snapshot_version,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Any) -> Identity:
+        """Raises ValueError on anything but the shape `to_dict` writes."""
+        try:
+            loaded, lineage, last = d["loaded"], d["lineage"], d["last_snapshot_version"]
+        except (KeyError, TypeError) as e:
+            raise ValueError(f"malformed identity record ({e})") from None
+        if not isinstance(last, int) or isinstance(last, bool) or not isinstance(lineage, list):
+            raise ValueError("malformed identity record")
+        return cls(_ref(loaded), tuple(_ref(p) for p in lineage), last)
+
     def encode(self) -> bytes:
-        return json.dumps(
-            {
-                "loaded": [self.loaded.version, self.loaded.id],
-                "lineage": [[r.version, r.id] for r in self.lineage],
-                "last_snapshot_version": self.last_snapshot_version,
-            },
-            separators=(",", ":"),
-        ).encode()
+        return json.dumps(self.to_dict(), separators=(",", ":")).encode()
 
     @classmethod
     def decode(cls, data: bytes) -> Identity:
@@ -48,12 +60,9 @@ class Identity:
             raise ValueError(f"identity record of {len(data)} bytes")
         try:
             d: Any = json.loads(data)
-            loaded, lineage, last = d["loaded"], d["lineage"], d["last_snapshot_version"]
-        except (ValueError, KeyError, TypeError, RecursionError) as e:
-            raise ValueError(f"malformed identity record ({e})") from None
-        if not isinstance(last, int) or isinstance(last, bool) or not isinstance(lineage, list):
-            raise ValueError("malformed identity record")
-        return cls(_ref(loaded), tuple(_ref(p) for p in lineage), last)
+        except (ValueError, RecursionError) as e:
+            raise ValueError(f"malformed identity record ({type(e).__name__})") from None
+        return cls.from_dict(d)
 
 
 def _ref(pair: Any) -> CheckpointRef:

@@ -83,24 +83,18 @@ class Loan:
 
     @property
     def identity(self) -> Identity:
-        """What the copy must prove it holds (its own record, `identity`)."""
+        """What the lender says the copy holds; the copy's own record must say the same."""
         return Identity(self.loaded, self.lineage, self.last_snapshot_version)
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "loaded": [self.loaded.version, self.loaded.id],
-            "lineage": [[r.version, r.id] for r in self.lineage],
-            "last_snapshot_version": self.last_snapshot_version,
-            "ssts": [asdict(f) for f in self.ssts],
-        }
+        return {**self.identity.to_dict(), "ssts": [asdict(f) for f in self.ssts]}
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Loan:
         """Raises KeyError, TypeError or ValueError on anything malformed (the borrower then rebuilds)."""
-
         if not isinstance(d, dict) or not isinstance(d.get("ssts"), list):
             raise ValueError("malformed loan")
-        ident = Identity.decode(json.dumps({k: d.get(k) for k in ("loaded", "lineage", "last_snapshot_version")}).encode())
+        ident = Identity.from_dict(d)
         ssts = tuple(ImmutableFile(**f) for f in d["ssts"])
         for f in ssts:
             if not (isinstance(f.local, str) and isinstance(f.dfs, str) and isinstance(f.size, int)):

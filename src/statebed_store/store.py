@@ -117,6 +117,11 @@ class _Instance:
     last_snapshot_version: int = 0
     registry: SstRegistry = field(default_factory=SstRegistry)
 
+    @property
+    def identity(self) -> Identity:
+        """What the bookkeeping claims the instance holds (its own record must say the same)."""
+        return Identity(self.loaded, tuple(self.lineage), self.last_snapshot_version)
+
 
 class StateStoreProvider:
     """One store (operator, partition, store name) in one process: its local instance and files."""
@@ -208,7 +213,7 @@ class StateStoreProvider:
     # -- the identity rule (`identity`) ----------------------------------------------------
     def _proves(self, inst: _Instance) -> bool:
         """The instance's own record says it holds exactly what its bookkeeping claims."""
-        claim = Identity(inst.loaded, tuple(inst.lineage), inst.last_snapshot_version)
+        claim = inst.identity
         try:
             record = inst.engine.identity()
             held = Identity.decode(record) if record is not None else None
@@ -224,7 +229,7 @@ class StateStoreProvider:
         """After a commit's last change: the instance proves what it holds from here."""
         inst = self._instance
         assert inst is not None
-        inst.engine.set_identity(Identity(inst.loaded, tuple(inst.lineage), inst.last_snapshot_version).encode())
+        inst.engine.set_identity(inst.identity.encode())
 
     def _use_open(self, ref: CheckpointRef) -> bool:
         """Serve `ref` from the open instance: a hit at exactly `ref`, else a catch-up; False if neither."""

@@ -361,10 +361,14 @@ def test_a_copy_that_lands_after_its_borrower_gave_up_is_removed_by_its_lender(t
         copy_landed_late(tmp_path, ref, control, monkeypatch)
 
 
-def copy_landed_late(tmp_path: Path, ref: CheckpointRef, control: Control, monkeypatch: pytest.MonkeyPatch) -> None:
-    storage, options = setup(tmp_path)
+def impatient_borrower(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> StateStoreProvider:
+    """A borrower that gives up on a lender after 1 s (the lender holds the shared directory: its own is private)."""
     monkeypatch.setattr(lending, "REPLY_TIMEOUT_S", 1.0)
-    b = provider(storage, options)  # the lender holds the shared directory: b's is private
+    return provider(*setup(tmp_path))
+
+
+def copy_landed_late(tmp_path: Path, ref: CheckpointRef, control: Control, monkeypatch: pytest.MonkeyPatch) -> None:
+    b = impatient_borrower(tmp_path, monkeypatch)
     assert state_at(b, ref) == {b"k": b"lent"}  # it gave up waiting, and rebuilt
     assert b.metrics.borrows == 0
     wait_for(held(control, "lend.reply.before"), 30)
@@ -381,9 +385,7 @@ def test_a_late_loan_never_recreates_a_directory_its_borrower_removed(tmp_path: 
 
 
 def loan_after_close(tmp_path: Path, ref: CheckpointRef, control: Control, monkeypatch: pytest.MonkeyPatch) -> None:
-    storage, options = setup(tmp_path)
-    monkeypatch.setattr(lending, "REPLY_TIMEOUT_S", 1.0)
-    b = provider(storage, options)
+    b = impatient_borrower(tmp_path, monkeypatch)
     private = b._dir
     assert state_at(b, ref) == {b"k": b"lent"}
     wait_for(held(control, "lend.copy.before"), 30)
@@ -392,7 +394,7 @@ def loan_after_close(tmp_path: Path, ref: CheckpointRef, control: Control, monke
     control.release("lend.copy.before")
     wait_for(released(control, "lend.copy.before"), 30)
     monkeypatch.setattr(lending, "REPLY_TIMEOUT_S", 30.0)
-    c = provider(storage, options)  # the desk answers one request at a time: once c is served, b's is done
+    c = provider(*setup(tmp_path))  # the desk answers one request at a time: once c is served, b's is done
     assert state_at(c, ref) == {b"k": b"lent"} and c.metrics.borrows == 1
     assert not private.exists()
     c.close()
