@@ -290,10 +290,10 @@ def _unsealed(edit: Callable[[Path], None]) -> Callable[[Path], None]:
 
 def _replace(old: str, new: str) -> Callable[[Path], None]:
     def apply(p: Path) -> None:
-        text = p.read_text()
-        if old not in text:
+        data = p.read_bytes()  # bytes: a schema file's strings carry binary length prefixes
+        if old.encode() not in data:
             raise LookupError(f"{p}: {old!r} not in it")
-        p.write_text(text.replace(old, new, 1))
+        p.write_bytes(data.replace(old.encode(), new.encode(), 1))
 
     return apply
 
