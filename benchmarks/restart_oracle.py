@@ -158,13 +158,6 @@ def query(spark: Any, root: Path, workload: str) -> tuple[Any, str]:
     return df.transformWithState(_tws_processor(), "key string, count long", "Update", "None"), "update"
 
 
-@dataclass
-class Outcome:
-    spark: str  # refused | resumed-wrong | resumed-right
-    detail: str = ""
-    seconds: float = 0.0
-
-
 def run_once(spark: Any, root: Path, workload: str, ckpt: Path, outputs: dict[int, list[Any]], timeout_s: float = 300) -> str | None:
     """One `AvailableNow` run of the workload on `ckpt`; each batch's rows into `outputs` (a rerun
     replaces its batch). The error's first line when the query failed, else None."""
@@ -238,11 +231,15 @@ def _reseal(path: Path) -> None:
         crc.write_bytes(hadoop_crc(path.read_bytes()))
 
 
-def _delete(p: Path) -> None:
-    p.unlink()
+def _drop_crc(p: Path) -> None:
     crc = p.parent / hadoop_crc_name(p.name)
     if crc.exists():
         crc.unlink()
+
+
+def _delete(p: Path) -> None:
+    p.unlink()
+    _drop_crc(p)
 
 
 def _truncate(p: Path) -> None:
@@ -281,9 +278,7 @@ def _unsealed(edit: Callable[[Path], None]) -> Callable[[Path], None]:
 
     def apply(p: Path) -> None:
         edit(p)
-        crc = p.parent / hadoop_crc_name(p.name)
-        if crc.exists():
-            crc.unlink()
+        _drop_crc(p)
 
     return apply
 
@@ -381,7 +376,7 @@ def damages(ckpt: Path, workload: str) -> list[Damage]:
         if workload not in ("agg", "dedup") and key.endswith("aggregation.stateFormatVersion"):
             continue
         add(
-            f"latest offsets entry: {key.rsplit('.', 1)[-1] if 'partitions' not in key else 'shuffle.partitions'}={value}, .crc resealed",
+            f"latest offsets entry: {key.removeprefix('spark.sql.')}={value}, .crc resealed",
             latest,
             _sealed(_conf(key, value)),
         )
@@ -511,7 +506,6 @@ def spark_phase(work: Path, workloads: list[str]) -> list[Case]:
             got = observed(spark, workload, base, outputs)
             if got != oracle(workload, BATCHES):
                 raise RuntimeError(f"{workload}: the base run is not the oracle's: {got} != {oracle(workload, BATCHES)}")
-            time.sleep(0)  # the base is complete: no maintenance runs once its query stopped
             write_input(inputs, workload, BATCHES)  # the one more input every restart reads
             want = oracle(workload, BATCHES + 1)
             plan = [Damage("none (control)", "", lambda p: None), *damages(base, workload)]
@@ -560,7 +554,7 @@ def _diff(got: dict[str, Any], want: dict[str, Any]) -> str:
     return "; ".join(f"{k}: got {json.dumps(got.get(k))[:200]} want {json.dumps(want[k])[:200]}" for k in parts)
 
 
-def judge_phase(work: Path, cases: list[Case] | None = None) -> list[Case]:
+def judge_phase(work: Path) -> list[Case]:
     """`verify_lineage` on every kept damaged copy (in-process)."""
     rows = [json.loads(line) for line in (work / "cases.jsonl").read_text().splitlines() if line.strip()]
     out: list[Case] = []
@@ -635,7 +629,7 @@ def main(argv: list[str] | None = None) -> int:
                 shutil.rmtree(work, ignore_errors=True)
     print_table(result, sys.stderr if args.json else sys.stdout)
     if args.json:
-        print(json.dumps({k: v for k, v in result.items()}, indent=1))
+        print(json.dumps(result, indent=1))
     return 0 if result["false_valid"] == 0 and result["false_alarm"] == 0 else 1
 
 

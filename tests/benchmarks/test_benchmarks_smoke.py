@@ -371,12 +371,11 @@ def test_restart_oracle(tmp_path: Path) -> None:
     """Without Spark: every damage the oracle makes applies to Spark 4.3's own checkpoint and
     changes what it names; the judge phase reads a kept case and grades it."""
     import shutil
-    import tarfile
+
+    from native_fixtures import extract_native
 
     oracle = load("restart_oracle")
-    with tarfile.open(BENCH_DIR.parent / "tests" / "fixtures" / "native" / "spark-4.3.0.tar.gz") as tar:
-        tar.extractall(tmp_path / "fx", filter="data")
-    base = tmp_path / "fx" / "spark-4.3.0" / "agg"
+    base = extract_native(tmp_path / "fx")["4.3.0"] / "agg"
     plan = oracle.damages(base, "agg")
     roles = {d.name.split(":")[0] for d in plan}
     assert len(plan) >= 40 and {"metadata", "latest offsets entry", "previous offsets entry", "source 0 log latest entry"} <= roles
