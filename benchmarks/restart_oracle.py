@@ -7,12 +7,17 @@ per source per batch, 7 batches, the file source's log compacted every 3 entries
 case at a time, one file a restart reads is damaged on a copy (deleted, cut short, emptied,
 a byte flipped, a conf or an id rewritten with its Hadoop `.crc` resealed, a `.crc` itself
 damaged, ...), the copy is kept as it was damaged, and Spark restarts the query on a second
-copy over one more input file per source (`Trigger.AvailableNow`, a `foreachBatch` sink).
+copy, put where the base was written (a checkpoint's files name it by absolute path), over one
+more input file per source (`Trigger.AvailableNow`, a `foreachBatch` sink).
 Spark's outcome is classified against an oracle computed from the input files alone:
 
 * `refused`: the restart raised (Spark's error class or first line recorded);
-* `resumed-wrong`: it ran, but the sink's output over all batches (each batch's last attempt)
-  or the state Spark's `statestore` reader reads back is not what the input files make;
+* `resumed-wrong`: it ran, but a restarted batch read other input rows than its own input file
+  holds (Spark's progress: a file read twice or skipped, whatever the query makes of it), or the
+  sink's output over all batches (each batch's last attempt) or the state Spark's `statestore`
+  reader reads back is not what the input files make (where the reader refuses a damaged
+  operator metadata or schema file, which a restart does not read, the state is read with the
+  base run's copies of those files);
 * `resumed-right`: output and state are the oracle's.
 
 Then `verify_lineage` judges each kept damaged copy in-process. A **false valid** is a verdict
@@ -127,7 +132,7 @@ def _tws_processor() -> Any:
     from pyspark.sql.streaming.stateful_processor import StatefulProcessor
     from pyspark.sql.types import LongType, StructField, StructType
 
-    class RunningCount(StatefulProcessor):  # type: ignore[misc]
+    class RunningCount(StatefulProcessor):
         def init(self, handle: Any) -> None:
             self.count = handle.getValueState("count", StructType([StructField("count", LongType(), True)]))
 
@@ -158,9 +163,18 @@ def query(spark: Any, root: Path, workload: str) -> tuple[Any, str]:
     return df.transformWithState(_tws_processor(), "key string, count long", "Update", "None"), "update"
 
 
-def run_once(spark: Any, root: Path, workload: str, ckpt: Path, outputs: dict[int, list[Any]], timeout_s: float = 300) -> str | None:
+def run_once(
+    spark: Any,
+    root: Path,
+    workload: str,
+    ckpt: Path,
+    outputs: dict[int, list[Any]],
+    rows: dict[int, int] | None = None,
+    timeout_s: float = 300,
+) -> str | None:
     """One `AvailableNow` run of the workload on `ckpt`; each batch's rows into `outputs` (a rerun
-    replaces its batch). The error's first line when the query failed, else None."""
+    replaces its batch) and, into `rows`, each batch's input row count as Spark's progress says.
+    The error's first line when the query failed, else None."""
     df, mode = query(spark, root, workload)
 
     def sink(batch: Any, batch_id: int) -> None:
@@ -174,7 +188,21 @@ def run_once(spark: Any, root: Path, workload: str, ckpt: Path, outputs: dict[in
     except Exception as e:  # StreamingQueryException: Spark refused or failed the restart
         return _first_line(e)
     err = q.exception()
+    if rows is not None:
+        for p in q.recentProgress:
+            rows[int(p["batchId"])] = int(p["numInputRows"])
     return None if err is None else _first_line(err)
+
+
+def stop_state_stores(spark: Any) -> None:
+    """Unload every state store provider and stop their maintenance (which uploads snapshots and
+    deletes old files in the background after a query ends): `StateStore.stop()` waits for it."""
+    spark._jvm.org.apache.spark.sql.execution.streaming.state.StateStore.stop()
+
+
+def input_rows(workload: str, batch: int) -> int:
+    """What batch `batch` of a right run reads: its own input file of each source."""
+    return sum(len(_rows(workload, source, batch)) for source in _sources(workload))
 
 
 def _first_line(e: BaseException) -> str:
@@ -186,7 +214,7 @@ def _read_state(spark: Any, ckpt: Path, **opts: Any) -> list[Any]:
     r = spark.read.format("statestore")
     for k, v in opts.items():
         r = r.option(k, str(v))
-    return r.load(str(ckpt)).collect()
+    return list(r.load(str(ckpt)).collect())
 
 
 def observed(spark: Any, workload: str, ckpt: Path, outputs: dict[int, list[Any]]) -> dict[str, Any]:
@@ -199,20 +227,17 @@ def observed(spark: Any, workload: str, ckpt: Path, outputs: dict[int, list[Any]
         out: Any = dict(sorted(last.items()))
     else:
         out = sorted([r["key"], r["lv"], r["rv"]] for r in rows)
+    # by position, not name: a field renamed in a schema file (which Spark tolerates) renames the reader's columns
     if workload == "agg":
-        state: Any = dict(sorted((r["key"]["key"], r["value"]["count"]) for r in _read_state(spark, ckpt)))
+        state: Any = dict(sorted((r[0][0], r[1][0]) for r in _read_state(spark, ckpt)))
     elif workload == "tws":
-        got = _read_state(spark, ckpt, stateVarName="count")
-        state = dict(sorted((r["key"]["key"], r["value"]["count"]) for r in got))
+        state = dict(sorted((r[0][0], r[1][0]) for r in _read_state(spark, ckpt, stateVarName="count")))
     elif workload == "dedup":
-        ids = sorted(r["key"]["id"] for r in _read_state(spark, ckpt, operatorId=1))
-        counts = dict(sorted((r["key"]["key"], r["value"]["count"]) for r in _read_state(spark, ckpt, operatorId=0)))
+        ids = sorted(r[0][0] for r in _read_state(spark, ckpt, operatorId=1))
+        counts = dict(sorted((r[0][0], r[1][0]) for r in _read_state(spark, ckpt, operatorId=0)))
         state = {"ids": ids, "counts": counts}
     else:
-        state = {
-            side: sorted([r["value"]["key"], r["value"][col]] for r in _read_state(spark, ckpt, joinSide=side))
-            for side, col in (("left", "lv"), ("right", "rv"))
-        }
+        state = {side: sorted([r[1][0], r[1][1]] for r in _read_state(spark, ckpt, joinSide=side)) for side in ("left", "right")}
     return {"output": out, "state": state}
 
 
@@ -512,7 +537,7 @@ def spark_phase(work: Path, workloads: list[str]) -> list[Case]:
             _log(f"{workload}: base written ({BATCHES} batches), {len(plan)} cases")
             for i, damage in enumerate(plan):
                 case_dir = cases_dir / workload / f"{i:03d}"
-                kept, restarted = case_dir / "damaged", case_dir / "restarted"
+                kept, pristine = case_dir / "damaged", base_dir / f"{workload}.pristine"
                 shutil.copytree(base, kept)
                 case = Case(workload, damage.name, damage.path)
                 try:
@@ -521,23 +546,25 @@ def spark_phase(work: Path, workloads: list[str]) -> list[Case]:
                     _log(f"{workload}: {damage.name}: not applicable ({e})")
                     shutil.rmtree(case_dir)
                     continue
-                shutil.copytree(kept, restarted)
-                outputs = dict(base_outputs)
+                # Spark restarts the copy where the base was written: files name their checkpoint by
+                # absolute path (transformWithState's operator metadata names its schema files so)
+                base.rename(pristine)
+                shutil.copytree(kept, base)
+                outputs, rows = dict(base_outputs), dict[int, int]()
                 t0 = time.monotonic()
-                err = run_once(spark, inputs, workload, restarted, outputs)
-                if err is not None:
-                    case.spark, case.spark_detail = "refused", err
-                else:
-                    try:
-                        got = observed(spark, workload, restarted, outputs)
-                    except Exception as e:  # the state reader itself refuses the state: not resumed right
-                        got = {"error": _first_line(e)}
-                    case.spark = "resumed-right" if got == want else "resumed-wrong"
-                    case.spark_detail = "" if got == want else _diff(got, want)
+                try:
+                    err = run_once(spark, inputs, workload, base, outputs, rows)
+                    if err is not None:
+                        case.spark, case.spark_detail = "refused", err
+                    else:
+                        case.spark, case.spark_detail = judge_restart(spark, workload, pristine, base, outputs, rows, want)
+                finally:
+                    stop_state_stores(spark)  # no maintenance thread of this case writes on after it
+                    shutil.rmtree(base)
+                    pristine.rename(base)
                 _log(
                     f"{workload} {i + 1}/{len(plan)} {damage.name}: {case.spark} ({time.monotonic() - t0:.1f} s) {case.spark_detail[:120]}"
                 )
-                shutil.rmtree(restarted)
                 cases.append(case)
                 journal.write(json.dumps({**asdict(case), "dir": str(kept.relative_to(work))}) + "\n")
                 journal.flush()
@@ -547,11 +574,40 @@ def spark_phase(work: Path, workloads: list[str]) -> list[Case]:
     return cases
 
 
-def _diff(got: dict[str, Any], want: dict[str, Any]) -> str:
-    if "error" in got:
-        return f"the state reader failed: {got['error']}"
+def judge_restart(
+    spark: Any, workload: str, base: Path, restarted: Path, outputs: dict[int, list[Any]], rows: dict[int, int], want: dict[str, Any]
+) -> tuple[str, str]:
+    """resumed-right or resumed-wrong, with what differs: the rows each restarted batch read (a
+    file read twice or skipped shows here first, whatever the query makes of it), the sink's output
+    and the state. Where Spark's state reader refuses a damaged operator metadata or schema file
+    (a restart goes on without reading it), the state is read with the base run's copies of those
+    files: the restart's state files are what is judged, not the reader."""
+    wrong_rows = {b: (n, input_rows(workload, b)) for b, n in sorted(rows.items()) if n != input_rows(workload, b)}
+    if wrong_rows:
+        return "resumed-wrong", "; ".join(f"batch {b} read {n} input rows, its input file has {m}" for b, (n, m) in wrong_rows.items())
+    note = ""
+    try:
+        got = observed(spark, workload, restarted, outputs)
+    except Exception as e:  # Spark's state reader refused the damaged decode files
+        restore_metadata(base, restarted)
+        note = f" (state read with the base's metadata files: the reader failed on the damaged ones: {_first_line(e)[:120]})"
+        try:
+            got = observed(spark, workload, restarted, outputs)
+        except Exception as e2:
+            return "resumed-wrong", f"the state reader failed: {_first_line(e2)}"
+    if got == want:
+        return "resumed-right", note.strip()
     parts = [k for k in want if got.get(k) != want[k]]
-    return "; ".join(f"{k}: got {json.dumps(got.get(k))[:200]} want {json.dumps(want[k])[:200]}" for k in parts)
+    return "resumed-wrong", "; ".join(f"{k}: got {json.dumps(got.get(k))[:200]} want {json.dumps(want[k])[:200]}" for k in parts) + note
+
+
+def restore_metadata(base: Path, ckpt: Path) -> None:
+    """The base run's operator metadata and schema files over `ckpt`'s (their .crc too)."""
+    for src in base.glob("state/**/*"):
+        rel = src.relative_to(base)
+        if src.is_file() and ("_metadata" in rel.parts or "_stateSchema" in rel.parts):
+            (ckpt / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(src, ckpt / rel)
 
 
 def judge_phase(work: Path) -> list[Case]:
@@ -562,9 +618,9 @@ def judge_phase(work: Path) -> list[Case]:
         case = Case(**{k: row[k] for k in ("workload", "damage", "path", "spark", "spark_detail")})
         try:
             report = verify_lineage(open_storage(str(work / row["dir"]))).to_json()
-            case.valid, case.resumable = report["valid"], report.get("resumable", {}).get("value")
+            case.valid, case.resumable = report["valid"], report["resumable"]
             case.kinds = sorted({a["kind"] for a in report["anomalies"]})
-            case.reasons = list(report.get("resumable", {}).get("reasons", []))
+            case.reasons = list(report["resumable_reasons"])
         except Exception as e:
             case.valid, case.resumable, case.judge_error = "unknown", "unknown", f"{type(e).__name__}: {e}"
             traceback.print_exc(file=sys.stderr)
@@ -586,15 +642,32 @@ def report(cases: list[Case]) -> dict[str, Any]:
     }
 
 
+_SPARK_SHORT = {"refused": "refused", "resumed-wrong": "wrong", "resumed-right": "right"}
+_JUDGE_SHORT = {True: "valid", False: "invalid", "unknown": "unknown"}
+
+
 def print_table(result: dict[str, Any], stream: Any) -> None:
-    print("| workload | damage | Spark's restart | judge | resumable | anomaly kinds | grade |", file=stream)
-    print("|---|---|---|---|---|---|---|", file=stream)
+    """One row per damage, one column per workload: Spark's outcome / the judge's verdict
+    (`resumable` where it differs), the grade only where it is not agreement."""
+    workloads = [w for w in WORKLOADS if any(r["workload"] == w for r in result["rows"])]
+    by_damage: dict[str, dict[str, dict[str, Any]]] = {}
     for r in result["rows"]:
-        verdict = {True: "valid", False: "invalid"}.get(r["valid"], str(r["valid"]))
-        print(
-            f"| {r['workload']} | {r['damage']} | {r['spark']} | {verdict} | {r['resumable']} | {', '.join(r['kinds']) or '-'} | {r['grade']} |",
-            file=stream,
-        )
+        by_damage.setdefault(r["damage"], {})[r["workload"]] = r
+    print("| damage | " + " | ".join(workloads) + " |", file=stream)
+    print("|---" * (len(workloads) + 1) + "|", file=stream)
+    for name, cells in by_damage.items():
+        out = []
+        for w in workloads:
+            r = cells.get(w)
+            if r is None:
+                out.append("-")
+                continue
+            verdict = _JUDGE_SHORT.get(r["valid"], str(r["valid"]))
+            if r["resumable"] != r["valid"]:
+                verdict += f" (resumable {_JUDGE_SHORT.get(r['resumable'], str(r['resumable']))})"
+            grade = "" if r["grade"] in ("agree", "unknown") else f" **{r['grade']}**"
+            out.append(f"{_SPARK_SHORT.get(r['spark'], r['spark'])} / {verdict}{grade}")
+        print(f"| {name} | " + " | ".join(out) + " |", file=stream)
     print(
         f"\n{result['cases']} cases; Spark {result['spark']}; false valid {result['false_valid']}, "
         f"false alarm {result['false_alarm']}, unknown {result['unknown']}, agree {result['agree']}",

@@ -35,6 +35,15 @@ def extract_native(dest: Path) -> dict[str, Path]:
     return out
 
 
+def extract_one(name: str, dest: Path) -> Path:
+    """Extract `tests/fixtures/native/<name>.tar.gz` under `dest`; returns `dest/<name>`."""
+    with tarfile.open(NATIVE_DIR / f"{name}.tar.gz") as tar:
+        tar.extractall(dest, filter="data")
+    root = dest / name
+    assert root.is_dir(), f"{root} missing after extracting {name}.tar.gz"
+    return root
+
+
 _EXTRACTED: dict[str, Path] = {}
 
 

@@ -35,6 +35,7 @@ from statebed_base.jsonsafe import loads_strict
 
 from .murmur3 import SparkType, hash_longs, hash_values, parse_type
 from .naming import DEFAULT_STORE, METADATA_DIR, STATE_DIR, StoreId, parse_index
+from .spark_schema import DEFAULT_FAMILY, parse_schema_file
 from .storage.base import Storage
 
 __all__ = [
@@ -285,7 +286,6 @@ def _spark(storage: Storage) -> Partitioning:
 
 
 _OPERATOR_METADATA_VERSION = "v1"  # the first line of Spark's operator metadata file this reads
-_SCHEMA_WRITE_UTF, _SCHEMA_CHUNKED = "v1", "v2"  # Spark's schema file versions (a file header, not a checkpoint format)
 
 
 def _spark_operator(storage: Storage, op: int, path: str, out: Partitioning) -> None:
@@ -317,36 +317,11 @@ def _spark_operator(storage: Storage, op: int, path: str, out: Partitioning) -> 
 
 
 def _key_schema(storage: Storage, path: str) -> list[SparkType]:
-    """The key schema of Spark's schema file (v1: writeUTF key, value; v2: chunked writeUTF)."""
-    data = storage.read(path)
-    version, pos = _utf(data, 0)
-    if version == _SCHEMA_WRITE_UTF:
-        text, _ = _utf(data, pos)
-    elif version == _SCHEMA_CHUNKED:
-        (chunks,) = struct.unpack_from(">i", data, pos)
-        pos += 4
-        parts = []
-        for _ in range(chunks):
-            chunk, pos = _utf(data, pos)
-            parts.append(chunk)
-        text = "".join(parts)
-    else:
-        raise ValueError(f"schema format {version!r} is not read by this check")
-    try:
-        types = parse_type(json.loads(text))
-    except json.JSONDecodeError as e:
-        raise ValueError(f"key schema is not valid JSON ({e})") from None
+    """The key schema of Spark's v1/v2 schema file (`spark_schema`)."""
+    schema = parse_schema_file(storage.read(path))
+    if DEFAULT_FAMILY not in schema.families or len(schema.families) != 1:
+        raise ValueError(f"schema format {schema.version!r} is not read by this check")
+    types = parse_type(schema.families[DEFAULT_FAMILY][0])
     if not isinstance(types, tuple) or not types:
         raise ValueError("key schema is not a non-empty struct")
     return list(types)
-
-
-def _utf(data: bytes, pos: int) -> tuple[str, int]:
-    """Java `writeUTF`: a 2-byte big-endian length, then (modified) UTF-8."""
-    if pos + 2 > len(data):
-        raise ValueError("schema file is truncated")
-    n = int.from_bytes(data[pos : pos + 2], "big")
-    raw = data[pos + 2 : pos + 2 + n]
-    if len(raw) != n:
-        raise ValueError("schema file is truncated")
-    return raw.decode("utf-8", "replace"), pos + 2 + n

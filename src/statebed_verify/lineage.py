@@ -21,6 +21,10 @@ retained window (`statebed_store.retention`: the exact rule, from Spark's purge 
   (`repartition-mismatch`, `repartition_check`: its snapshots have no replay route);
 * every store every commit names has a state directory with files (`missing-checkpoint`);
 * the commit log has no holes (`commit-gap`, one per contiguous range of missing batches);
+* the files a restart of the query reads besides the state (its metadata, the offset log's
+  latest two entries, each file source's log, operator metadata, schema files) are there, parse
+  and agree (`missing-query-file`, `damaged-query-file`, `inconsistent-query-file`,
+  `restart_files`): the report's `resumable`, and the verdict is never valid when it is false;
 * every key in those files belongs to their partition under the partitioner the checkpoint
   records (`misplaced-key`, see `partitions`; a note says when none is known), and no key
   is in two partitions' files of one store at one version (`cross-partition-key`, with or
@@ -61,6 +65,8 @@ from .partitions import KIND as MISPLACED_KEY
 from .partitions import partition_anomalies
 from .repartition_check import KIND as REPARTITION_MISMATCH
 from .repartition_check import repartition_anomalies
+from .restart_files import KINDS as RESTART_KINDS
+from .restart_files import check_restart_files
 from .result import Anomaly, Verdict, merge_verdicts
 from .snapshot_check import KIND as SNAPSHOT_MISMATCH
 from .snapshot_check import snapshot_anomalies
@@ -79,6 +85,7 @@ KINDS = (
     CROSS_PARTITION_KEY,
     SNAPSHOT_MISMATCH,
     REPARTITION_MISMATCH,
+    *RESTART_KINDS,
 )
 
 
@@ -90,10 +97,14 @@ class LineageReport:
     anomalies: list[Anomaly] = field(default_factory=list)
     orphans: list[dict[str, Any]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    resumable: Verdict = "unknown"  # can Spark restart the query from it (`restart_files`)
+    resumable_reasons: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return {
             "valid": self.valid,
+            "resumable": self.resumable,
+            "resumable_reasons": self.resumable_reasons,
             "format": self.format,
             "checked": self.checked,
             "anomalies": [a.to_json() for a in self.anomalies],
@@ -184,6 +195,11 @@ def verify_lineage(
             "and loadability by version only, their lineage cannot be checked"
         )
         verdicts.append("unknown")
+    restart = check_restart_files(storage, ctx.commits, batch_ids, stores)
+    ctx.anomalies += restart.anomalies
+    notes += restart.notes
+    if restart.query:  # a store directory without Spark's query files: only its lineage is judged
+        verdicts.append(restart.resumable)
     verdicts.append(not ctx.anomalies)
     return LineageReport(
         valid=merge_verdicts(verdicts),
@@ -196,6 +212,8 @@ def verify_lineage(
         anomalies=ctx.anomalies,
         orphans=ctx.orphans,
         notes=notes,
+        resumable=restart.resumable,
+        resumable_reasons=restart.reasons,
     )
 
 

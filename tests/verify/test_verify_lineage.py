@@ -28,6 +28,7 @@ from statebed_store.commitlog import render_commit
 from statebed_store.lineage import lineage_to_json
 from statebed_store.lz4block import compress, decompress
 from statebed_verify import KINDS, verify_lineage
+from statebed_verify.restart_files import KINDS as RESTART_KINDS
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
 PARTS = 3
@@ -230,8 +231,9 @@ def test_every_declared_anomaly_kind_is_produced_and_no_other(
     s.write(built.path(2, c[2][3]) + ".crc", make_sidecar(copied))
     s.write("partitioner.json", b'{"operators": {"0": {"scheme": "blake2b32", "partitions": 1, "key": "bytes"}}}')  # misplaced: 1, 2
     reported = {a.kind for a in verify_lineage(s, all_versions=True).anomalies}
-    # statebed's zips name their version: tests/verify/test_judge.py forges Spark's; no repartition here (tests/verify/test_repartitioned.py)
-    expected = set(KINDS) - {"snapshot-mismatch", "repartition-mismatch"}
+    # statebed's zips name their version: tests/verify/test_judge.py forges Spark's; no repartition here (tests/verify/test_repartitioned.py);
+    # a store directory has no query files (tests/verify/test_restart_files.py damages Spark's)
+    expected = set(KINDS) - {"snapshot-mismatch", "repartition-mismatch", *RESTART_KINDS}
     assert reported == expected
     code, out, _ = run_cli(capsys, "verify", "lineage", s.url, "--all-versions", "--json")
     assert code == 1 and {a["kind"] for a in json.loads(out)["anomalies"]} == expected
@@ -339,4 +341,5 @@ def test_sparks_retention_excuses_only_versions_below_its_window(native: dict[st
     drop(purged, 7)  # F + 3: inside the window, no retention deletes it
     assert found(purged) == {("missing-checkpoint", 0, 7)}
     shutil.rmtree(purged / "offsets")  # statebed's layout, no retention record: every kept entry is required
+    (purged / "metadata").unlink()  # nor the query's own files (statebed keeps them in the run's spark-checkpoint/)
     assert found(purged) == {("missing-checkpoint", 0, 5), ("missing-checkpoint", 0, 7)}
