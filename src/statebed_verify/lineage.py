@@ -66,7 +66,7 @@ from .partitions import partition_anomalies
 from .repartition_check import KIND as REPARTITION_MISMATCH
 from .repartition_check import repartition_anomalies
 from .restart_files import KINDS as RESTART_KINDS
-from .restart_files import check_restart_files
+from .restart_files import StoreLog, check_restart_files, query_commits
 from .result import Anomaly, Verdict, merge_verdicts
 from .snapshot_check import KIND as SNAPSHOT_MISMATCH
 from .snapshot_check import snapshot_anomalies
@@ -154,9 +154,16 @@ class _Context:
 
 
 def verify_lineage(
-    storage: Storage, *, all_versions: bool = False, cache: HeaderCache | None = None, repair: SnapshotRepair | None = None
+    storage: Storage,
+    *,
+    all_versions: bool = False,
+    cache: HeaderCache | None = None,
+    repair: SnapshotRepair | None = None,
+    query: Storage | None = None,
 ) -> LineageReport:
     """Check a checkpoint's committed lineage. Raises UsageError when it is no streaming checkpoint.
+    `query`: Spark's query checkpoint where it is not `storage` itself (statebed's store: a run's
+    `spark-checkpoint/`); what a restart reads is checked there (`restart_files`).
     `all_versions` is accepted for callers of old: every committed version in the window is planned now.
     `repair`: Spark's auto snapshot repair as the run that wrote the checkpoint had it (default off):
     a damaged snapshot it routes around is a note, not an anomaly."""
@@ -195,7 +202,11 @@ def verify_lineage(
             "and loadability by version only, their lineage cannot be checked"
         )
         verdicts.append("unknown")
-    restart = check_restart_files(storage, ctx.commits, batch_ids, stores)
+    if query is None:
+        restart = check_restart_files(storage, ctx.commits, batch_ids, stores)
+    else:  # statebed's store: Spark's query files are a checkpoint of their own
+        log = StoreLog(batch_ids[-1], storage.display(f"{COMMITS_DIR}/{batch_ids[-1]}"))
+        restart = check_restart_files(query, *query_commits(query), [], store_log=log)
     ctx.anomalies += restart.anomalies
     notes += restart.notes
     if restart.query:  # a store directory without Spark's query files: only its lineage is judged

@@ -43,16 +43,16 @@ from typing import Any
 from urllib.parse import unquote, urlparse
 
 from statebed_base.errors import CheckpointFileError
-from statebed_store import Storage, StoreId
+from statebed_store import CommitLog, Storage, StoreId
 from statebed_store.checksum import hadoop_crc
-from statebed_store.commitlog import CommitRecord
-from statebed_store.naming import METADATA_DIR, OFFSETS_DIR, SOURCES_DIR, STATE_DIR, hadoop_crc_name, parse_index
+from statebed_store.commitlog import CommitRecord, parse_commit
+from statebed_store.naming import COMMITS_DIR, METADATA_DIR, OFFSETS_DIR, SOURCES_DIR, STATE_DIR, hadoop_crc_name, parse_index
 from statebed_store.offset_conf import SHUFFLE_PARTITIONS_CONF
 from statebed_store.spark_schema import parse_schema_file
 
 from .result import Anomaly, Verdict
 
-__all__ = ["DAMAGED", "INCONSISTENT", "KINDS", "MISSING", "RestartReport", "check_restart_files"]
+__all__ = ["DAMAGED", "INCONSISTENT", "KINDS", "MISSING", "RestartReport", "StoreLog", "check_restart_files", "query_commits"]
 
 MISSING, DAMAGED, INCONSISTENT = "missing-query-file", "damaged-query-file", "inconsistent-query-file"
 KINDS = (MISSING, DAMAGED, INCONSISTENT)
@@ -135,11 +135,27 @@ class _Check:
             )
 
 
+@dataclass(frozen=True)
+class StoreLog:
+    """statebed's own commit log beside a separate query checkpoint: its latest batch and file."""
+
+    latest: int
+    file: str
+
+
 def check_restart_files(
-    storage: Storage, commits: Mapping[int, CommitRecord], commit_batches: Sequence[int], stores: Sequence[StoreId]
+    storage: Storage,
+    commits: Mapping[int, CommitRecord],
+    commit_batches: Sequence[int],
+    stores: Sequence[StoreId],
+    *,
+    store_log: StoreLog | None = None,
 ) -> RestartReport:
-    """Check what a restart of the query reads (see the module doc). `commits`: the commit log's
-    readable entries; `commit_batches`: every entry it lists; `stores`: the state's stores."""
+    """Check what a restart of the query reads (see the module doc). `storage`: the query
+    checkpoint; `commits`: its commit log's readable entries; `commit_batches`: every entry it
+    lists; `stores`: the state's stores in it (none for statebed's store, which keeps its state
+    and commit log elsewhere: `store_log`, its latest batch, must then be Spark's latest commit C
+    or the batch after it, planned (foreachBatch commits statebed's log first): C <= S <= L)."""
     c = _Check(storage)
     offsets = sorted(b for b in (parse_index(f.name) for f in storage.list(OFFSETS_DIR)) if b is not None)
     if not offsets and not storage.exists(QUERY_METADATA):
@@ -148,17 +164,19 @@ def check_restart_files(
             "unknown",
             [
                 f"{storage.display('')} holds no query files (no {OFFSETS_DIR}/, no {QUERY_METADATA}): only the state's lineage was "
-                "checked; point the judge at Spark's query checkpoint for whether the query can resume"
+                "checked; give Spark's query checkpoint (`--query`, a statebed run's spark-checkpoint/) to know whether the query can resume"
             ],
         )
     _check_metadata(c)
     latest = max(commit_batches) if commit_batches else None
     if latest is not None and latest not in commits:
-        c.refused.append(f"{storage.display(f'commits/{latest}')}: the latest commit entry does not parse; Spark refuses to restart")
+        c.refused.append(f"{storage.display(f'{COMMITS_DIR}/{latest}')}: the latest commit entry does not parse; Spark refuses to restart")
     if not offsets:
         c.add(MISSING, OFFSETS_DIR, "the offset log has no entry: Spark has nothing to restart from")
     else:
         _check_offsets(c, offsets, commits, latest, stores)
+        if store_log is not None:
+            _check_store_log(c, store_log, latest, offsets[-1])
     _check_operators(c, stores)
     if c.anomalies or c.refused:
         value: Verdict = False
@@ -168,6 +186,37 @@ def check_restart_files(
     else:
         value, reasons = True, []
     return RestartReport(True, value, reasons, c.anomalies, c.notes)
+
+
+def _check_store_log(c: _Check, log: StoreLog, committed: int | None, planned: int) -> None:
+    low = -1 if committed is None else committed
+    if not low <= log.latest <= planned:
+        where = (
+            f"behind Spark's latest commit {committed}: Spark would not run those batches again"
+            if log.latest < low
+            else f"ahead of the offset log's latest entry {planned}"
+        )
+        c.anomalies.append(
+            Anomaly(
+                kind=INCONSISTENT,
+                files=[log.file],
+                batches=[log.latest, planned],
+                detail=f"statebed's commit log ends at batch {log.latest}, {where}",
+            )
+        )
+
+
+def query_commits(storage: Storage) -> tuple[dict[int, CommitRecord], list[int]]:
+    """A separate query checkpoint's commit log: its latest entry parsed (what a restart reads), every batch it lists."""
+    batches = CommitLog(storage).batch_ids()
+    out: dict[int, CommitRecord] = {}
+    if batches:
+        path = f"{COMMITS_DIR}/{batches[-1]}"
+        try:
+            out[batches[-1]] = parse_commit(storage.read(path), file=storage.display(path), batch_id=batches[-1])
+        except CheckpointFileError:
+            pass  # reported as the latest commit entry that does not parse
+    return out, batches
 
 
 def _check_metadata(c: _Check) -> None:

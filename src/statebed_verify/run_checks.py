@@ -29,7 +29,9 @@ def verify_run(run_dir: str | os.PathLike[str], s3: S3Settings | None = None) ->
     run = RunDir(run_dir, s3)
 
     def lineage() -> Report:
-        return verify_lineage(open_storage(parse_location(run.checkpoint_location(run.read_info()), s3)), repair=recorded_repair(run))
+        info = run.read_info()
+        query = None if info.format.native else run.query_storage(info)  # statebed's store: Spark's query files apart
+        return verify_lineage(open_storage(parse_location(run.checkpoint_location(info), s3)), repair=recorded_repair(run), query=query)
 
     return compose({"lineage": lineage, "state": lambda: verify_state(run, s3)})
 
@@ -58,7 +60,7 @@ def summarise(result: Composite) -> dict[str, Any]:
         }
         if isinstance(report, CheckCrashed):
             doc["error"] = report.error
-        for extra in ("format", "orphans"):
+        for extra in ("format", "orphans", "resumable"):
             value = getattr(report, extra, None)
             if value is not None:
                 doc[extra] = len(value) if isinstance(value, list) else value

@@ -343,3 +343,29 @@ def test_sparks_retention_excuses_only_versions_below_its_window(native: dict[st
     shutil.rmtree(purged / "offsets")  # statebed's layout, no retention record: every kept entry is required
     (purged / "metadata").unlink()  # nor the query's own files (statebed keeps them in the run's spark-checkpoint/)
     assert found(purged) == {("missing-checkpoint", 0, 5), ("missing-checkpoint", 0, 7)}
+
+
+def test_a_statebed_store_is_resumable_only_judged_with_its_query_checkpoint(
+    local_storage: Storage, options: StoreOptions, tmp_path: Path, native: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """statebed's store keeps Spark's query files apart (a run's spark-checkpoint/): without them
+    `resumable` is unknown; with `--query` they are checked, and statebed's commit log must be
+    Spark's latest commit or the planned batch after it."""
+    built = build(local_storage, options, tmp_path)  # batches 0..9, as Spark's agg fixture
+    query = tmp_path / "spark-checkpoint"
+    shutil.copytree(native["4.3.0"] / "agg", query, ignore=shutil.ignore_patterns("state"))
+    assert verify_lineage(built.storage).resumable == "unknown"
+    report = verify_lineage(built.storage, query=open_storage(query))
+    assert report.valid is True and report.resumable is True, report.resumable_reasons
+    code, out, _ = run_cli(capsys, "verify", "lineage", built.storage.url, "--query", str(query), "--json")
+    assert code == 0 and json.loads(out)["resumable"] is True
+    built.storage.delete(["commits/9"])  # statebed's log behind Spark's commit of batch 9: that batch's state is lost
+    report = verify_lineage(built.storage, query=open_storage(query))
+    assert report.valid is False and report.resumable is False
+    assert [a.kind for a in report.anomalies] == ["inconsistent-query-file"]
+    assert "behind Spark's latest commit 9" in report.anomalies[0].detail
+    (query / "metadata").unlink()  # a damaged query file is named in the query checkpoint
+    report = verify_lineage(built.storage, query=open_storage(query))
+    assert any(a.kind == "missing-query-file" and a.files == [str(query / "metadata")] for a in report.anomalies)
+    code, _, err = run_cli(capsys, "verify", "lineage", built.storage.url, "--query", str(tmp_path / "nowhere"))
+    assert code == 2 and "--query" in err and err.count("\n") == 1

@@ -11,8 +11,9 @@ import os
 from collections.abc import Callable
 from typing import Any
 
+from statebed_base.errors import UsageError
 from statebed_base.names import printable
-from statebed_store import S3Settings
+from statebed_store import S3Settings, open_storage
 from statebed_store.location import is_remote
 from statebed_verify import (
     EXIT_CODES,
@@ -27,7 +28,7 @@ from statebed_verify import (
     verify_state,
 )
 
-from ..common import add_checkpoint_args, emit_json, open_checkpoint
+from ..common import add_checkpoint_args, emit_json, open_checkpoint, open_location
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -38,10 +39,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         help="is the committed history one linear, loadable chain?",
         description="Read the commit log and every store directory (statebed's or Spark-native V2) and report "
         "missing-checkpoint, lineage-break, non-linear-lineage, unplannable, unreadable-file and commit-gap anomalies. "
-        "Files of losing attempts are listed as orphans.",
+        "Files of losing attempts are listed as orphans. Also whether Spark can resume the query from it (resumable): "
+        "the files a restart reads besides the state (missing-, damaged-, inconsistent-query-file).",
     )
     add_checkpoint_args(lin)
     lin.add_argument("--all-versions", action="store_true", help="check a load plan for every retained version, not only the latest")
+    lin.add_argument(
+        "--query",
+        metavar="DIR",
+        help="Spark's query checkpoint, where it is not CKPT itself (a statebed run's spark-checkpoint/): what a restart reads is checked there",
+    )
     lin.add_argument("--json", action="store_true", help="machine-readable output")
     lin.set_defaults(run=run_lineage)
     rep = checks.add_parser(
@@ -71,6 +78,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
 
 
 VERDICT = {True: "VALID", False: "INVALID", "unknown": "UNKNOWN"}
+RESUMABLE = {True: "yes", False: "no", "unknown": "unknown"}
 
 
 def _check(args: argparse.Namespace, label: str, check: Callable[[], Report], human: Callable[[Any], None]) -> int:
@@ -106,8 +114,16 @@ def run_lineage(args: argparse.Namespace) -> int:
             print(f"  {a.kind:<19} {op:>3} {part:>4} {version:>7}  {printable(a.detail)}")
             for f in a.files[:3]:
                 print(f"  {'':<36} {printable(f)}")
+        print(f"  resumable: {RESUMABLE[report.resumable]}")
+        for reason in report.resumable_reasons[:5]:
+            print(f"    {printable(reason)}")
 
-    return _check(args, f"lineage {storage.url}", lambda: verify_lineage(storage, all_versions=args.all_versions), human)
+    query = None
+    if args.query is not None:
+        query = open_location(args, args.query) if is_remote(args.query) else open_storage(args.query)
+        if not is_remote(args.query) and not os.path.isdir(query.url):
+            raise UsageError(f"--query {printable(args.query)}: no such directory")
+    return _check(args, f"lineage {storage.url}", lambda: verify_lineage(storage, all_versions=args.all_versions, query=query), human)
 
 
 def run_repartition(args: argparse.Namespace) -> int:
