@@ -9,7 +9,7 @@ naming the file and the field, before anything starts.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -28,7 +28,7 @@ from .faults import FaultSpec, NotApplicable, Trigger, fault_class
 from .faults.toxic_fault import STREAMS
 from .limits import MAX_EXPERIMENT_BYTES, MAX_FAULT_S, MAX_PARAM_MS, MAX_SEED, MAX_SIZES, MAX_TIMEOUT_S
 
-__all__ = ["VERIFIERS", "Experiment", "RandomSchedule", "check_fault", "load_experiment", "parse_experiment"]
+__all__ = ["VERIFIERS", "Experiment", "RandomSchedule", "check_fault", "load_experiment", "on_backend", "parse_experiment"]
 
 VERIFIERS = ("lineage", "state", "baseline", "attempts")
 _SIZES = ("workers", "partitions", "batches", "rows_per_batch", "keyspace", "snapshot_interval")
@@ -65,6 +65,7 @@ class Experiment:
     workload: str = "count"
     format: Format = V2  # parsed from the file's `format` name (statebed_store.formats)
     storage: str = "local"  # local | s3
+    storage_given: bool = field(default=False, compare=False)  # the file says `storage:` (else the backend's default)
     checkpoint_file_manager: str = "rename"  # native on s3: the Spark manager the plug-in wraps (rename | abortable)
     spark_features: tuple[str, ...] | None = None  # native: Spark's repair features on, the rest set off; None: Spark's defaults
     cluster: str = "local"  # local | standalone
@@ -226,6 +227,21 @@ _TOP = (
 )
 
 
+def on_backend(exp: Experiment, backend: str) -> Experiment:
+    """`exp` as it runs on `backend`: on Kubernetes a checkpoint is in the chart's MinIO (through
+    its Toxiproxy) unless the file says `storage: local`; here the file's storage or local."""
+    if backend != "k8s" or exp.storage_given:
+        return exp
+    out = replace(exp, storage="s3")
+    for i, spec in enumerate(out.faults):  # a fault that needs local storage says so before anything starts
+        check_fault(
+            spec,
+            out,
+            f"{exp.name}: faults[{i}] (storage: s3, the cluster's default; say storage: local to keep the checkpoint on the runs volume)",
+        )
+    return out
+
+
 def parse_experiment(doc: Any, file: str = "<experiment>") -> Experiment:
     """An `Experiment` from a parsed YAML document (see `load_experiment`)."""
     d = Experiment()
@@ -235,6 +251,7 @@ def parse_experiment(doc: Any, file: str = "<experiment>") -> Experiment:
         workload=f.choice("workload", d.workload, tuple(sorted(WORKLOADS))),
         format=get_format(f.choice("format", d.format.name, tuple(FORMATS))),
         storage=f.choice("storage", d.storage, STORAGES),
+        storage_given="storage" in f.doc,
         checkpoint_file_manager=f.choice("checkpoint_file_manager", d.checkpoint_file_manager, ("rename", "abortable")),
         spark_features=_spark_features(f),
         cluster=f.choice("cluster", d.cluster, ("local", "standalone")),

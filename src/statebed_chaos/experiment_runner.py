@@ -34,7 +34,7 @@ from statebed_verify.history import History
 
 from .baseline import Baseline, baseline_key, state_view
 from .baseline_cache import Baselines
-from .experiment import Experiment
+from .experiment import Experiment, on_backend
 from .faults import FaultSpec
 from .judge import EXIT_HARNESS, ExperimentResult, judge
 from .k8s_backend import K8sSettings, k8s_storage, k8s_targets
@@ -72,6 +72,7 @@ def run_experiment(
     chart's MinIO behind Toxiproxy); None: everything on this machine. `cluster`: on a standalone
     experiment, the matrix's long-lived cluster both runs submit to; None: each run starts its own."""
     t0 = time.monotonic()
+    exp = on_backend(exp, "local" if k8s is None else "k8s")
     seed = seed if seed is not None else exp.seed if exp.seed is not None else random.SystemRandom().randrange(2**31)
     xdir = ExperimentDir(out_dir)
     xdir.root.mkdir(parents=True, exist_ok=True)

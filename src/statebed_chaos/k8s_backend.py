@@ -35,6 +35,7 @@ _REQUIRED = (
     "STATEBED_K8S_MASTER",
     "STATEBED_TOXIPROXY_API",
     "STATEBED_S3_ENDPOINT",
+    "STATEBED_S3_DIRECT",
 )
 
 
@@ -44,7 +45,8 @@ class K8sSettings:
     executor_selector: str
     master: str  # k8s://https://kubernetes.default.svc
     toxiproxy_api: str  # http://<release>-toxiproxy:8474
-    s3_endpoint: str  # MinIO through Toxiproxy's proxy "s3"
+    s3_endpoint: str  # MinIO through Toxiproxy's proxy "s3" (what the job uses)
+    s3_direct: str  # MinIO's own Service (what the nemesis and the verifiers use: never through their own toxics)
     access_key: str
     secret_key: str
 
@@ -60,6 +62,7 @@ class K8sSettings:
             env["STATEBED_K8S_MASTER"],
             env["STATEBED_TOXIPROXY_API"],
             env["STATEBED_S3_ENDPOINT"],
+            env["STATEBED_S3_DIRECT"],
             env.get("AWS_ACCESS_KEY_ID", ""),
             env.get("AWS_SECRET_ACCESS_KEY", ""),
         )
@@ -90,4 +93,4 @@ def k8s_storage(settings: K8sSettings) -> Iterator[tuple[dict[str, str], Service
         "AWS_ACCESS_KEY_ID": settings.access_key,
         "AWS_SECRET_ACCESS_KEY": settings.secret_key,
     }
-    yield env, Services(settings.s3_endpoint, settings.s3_endpoint, proxy, s3, settings.toxiproxy_api)
+    yield env, Services(settings.s3_endpoint, settings.s3_direct, proxy, s3, settings.toxiproxy_api)

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from statebed_base.errors import UsageError
+from statebed_chaos.experiment import on_backend, parse_experiment
 from statebed_chaos.k8s_backend import _REQUIRED, K8sSettings
 from statebed_chaos.launcher import run_command
 
@@ -23,6 +24,15 @@ def test_settings_name_every_missing_variable() -> None:
     env = {k: f"v-{k}" for k in _REQUIRED} | {"AWS_ACCESS_KEY_ID": "a", "AWS_SECRET_ACCESS_KEY": "s"}
     s = K8sSettings.from_env(env)
     assert (s.namespace, s.master, s.access_key) == ("v-STATEBED_K8S_NAMESPACE", "v-STATEBED_K8S_MASTER", "a")
+    assert (s.s3_endpoint, s.s3_direct) == ("v-STATEBED_S3_ENDPOINT", "v-STATEBED_S3_DIRECT")  # the nemesis and judge skip the toxics
+
+
+@pytest.mark.parametrize(
+    ("doc", "k8s", "here"), [({}, "s3", "local"), ({"storage": "local"}, "local", "local"), ({"storage": "s3"}, "s3", "s3")]
+)
+def test_on_the_cluster_a_checkpoint_is_in_minio_unless_the_file_says_local(doc: dict[str, str], k8s: str, here: str) -> None:
+    exp = parse_experiment(doc)
+    assert on_backend(exp, "k8s").storage == k8s and on_backend(exp, "local").storage == here
 
 
 def test_the_chart_gives_the_chaos_controller_every_variable_the_backend_needs() -> None:
@@ -55,3 +65,10 @@ def test_backend_k8s_outside_the_pod_is_a_one_line_usage_error(tmp_path: Path, s
     assert out.returncode == 2, out.stderr
     assert out.stderr.strip().count("\n") == 0 and "not set: STATEBED_K8S_NAMESPACE" in out.stderr
     assert not list(tmp_path.glob("runs/*"))  # nothing started, nothing left behind
+
+
+def test_a_fault_that_needs_local_storage_says_so_before_the_cluster_default_applies() -> None:
+    exp = parse_experiment({"format": "native-v2", "faults": [{"id": "r", "kind": "rewind-reprocess", "at": {"batch": 2}}]})
+    assert on_backend(exp, "local").storage == "local"
+    with pytest.raises(UsageError, match=r"faults\[0\].*say storage: local.*needs storage: local"):
+        on_backend(exp, "k8s")

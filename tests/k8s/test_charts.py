@@ -111,6 +111,7 @@ def test_toxiproxy_listens_on_all_addresses_and_the_store_goes_through_it() -> N
     for name, kind in [("driver", "Job"), ("chaos", "Deployment"), ("ingest", "Deployment")]:
         env = {e["name"]: e.get("value") for e in containers(one(docs, kind, f"{RELEASE}-{name}"))[0]["env"]}
         assert env["STATEBED_S3_ENDPOINT"] == through, name
+        assert env["STATEBED_S3_DIRECT"] == f"http://{RELEASE}-minio:9000", name  # MinIO itself, past the toxics
     conf = one(docs, "ConfigMap", f"{RELEASE}-spark-conf")["data"]
     assert f"spark.hadoop.fs.s3a.endpoint                          {through}" in conf["spark-defaults.conf"]
     assert f'value: "{through}"' in conf["executor-pod-template.yaml"]

@@ -37,6 +37,8 @@ helm.sh/chart: {{ .Chart.Name }}-{{ .Chart.Version }}
 {{- define "statebed.s3Env" -}}
 - name: STATEBED_S3_ENDPOINT
   value: {{ include "statebed.s3Endpoint" . | quote }}
+- name: STATEBED_S3_DIRECT
+  value: {{ include "statebed.s3Direct" . | quote }}
 - name: AWS_REGION
   value: {{ .Values.global.s3.region | quote }}
 - name: AWS_ACCESS_KEY_ID
