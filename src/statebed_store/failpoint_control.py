@@ -4,10 +4,16 @@ processes re-read, and the firing logs they append next to it.
     <dir>/control.json        {"version": n, "seed": s, "points": {name: terms},
                                "released": {name: count}, "active": {fault id: kind},
                                "updated": t}
-    <dir>/fired-<pid>.jsonl   one line per firing: time, failpoint, action, pid, host,
-                              task ({batch, partition, attempt} or null), hit, control_version;
-                              a hold's end adds a record with action "released" or
-                              "hold-timeout" and held_s
+    <dir>/fired-<host>-<pid>-<started>.jsonl
+                              one file per process, one line per firing: time, failpoint,
+                              action, pid, host, started, task ({batch, partition, attempt} or
+                              null), hit, control_version; a hold's end adds a record with
+                              action "released" or "hold-timeout" and held_s
+
+A process is named by where it ran and which it was (`firing_process`): its host (SPARK_LOCAL_IP,
+a pod's IP on Kubernetes, else the host name), PID and start time (clock ticks since boot, field
+22 of /proc/PID/stat), never by PID alone: every executor JVM of a Kubernetes run is PID 7 in its
+own pod, and they share one runs volume. Python workers and the JVM plug-in write the same names.
 
 `active` is the controller's record of which faults are in their window (inject to heal), of
 every kind, not only failpoints: the driver exports it as `statebed_faults_active`.
@@ -34,7 +40,18 @@ from statebed_base.localfs import atomic_write, read_regular
 
 from .failpoint_spec import canonical, parse_spec
 
-__all__ = ["Control"]
+__all__ = ["Control", "firing_file", "firing_process"]
+
+
+def firing_process(rec: dict[str, Any]) -> tuple[str | None, Any, Any]:
+    """The process a firing record came from: (host, pid, start time); a field an older record lacks is None on both sides."""
+    return rec.get("host"), rec.get("pid"), rec.get("started")
+
+
+def firing_file(host: str, pid: int, started: int | None) -> str:
+    """The file a process appends its firings to (its host reduced to file-name characters)."""
+    safe = "".join(c if (c.isascii() and c.isalnum()) or c in ".-" else "_" for c in host)[:100] or "unknown"
+    return f"fired-{safe}-{pid}-{0 if started is None else started}.jsonl"
 
 
 class Control:

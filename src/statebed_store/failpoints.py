@@ -27,7 +27,7 @@ reproducible for a given seed and order of hits.
 The store knows only its own points (`KNOWN_POINTS`); layers above add theirs with
 `register` at import. An environment spec naming a point nobody registered yet waits for
 its registration; `check_known()` turns what is still unknown into a usage error.
-With a control file, every firing is appended to `<dir>/fired-<pid>.jsonl` before it acts;
+With a control file, every firing is appended to `<dir>/fired-<host>-<pid>-<started>.jsonl` (`firing_file`) before it acts;
 a hold appends a second record when it ends (action "released" or "hold-timeout").
 """
 
@@ -47,13 +47,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from statebed_base import procfs
 from statebed_base.errors import CorruptFileError, InjectedFault, NotRegularFileError, UsageError
 from statebed_base.jsonsafe import loads_strict
 from statebed_base.localfs import append_line
 from statebed_base.log import get_logger, kv
 
 from .config import env
-from .failpoint_control import Control  # the controller side, re-exported here
+from .failpoint_control import Control, firing_file  # the controller side, re-exported here
 from .failpoint_spec import KNOWN_POINTS, Term, canonical, parse_spec, parse_terms
 from .failpoint_spec import entries as spec_entries
 
@@ -271,18 +272,29 @@ class _ControlReader:
             "failpoint": name,
             "action": action or (term.action if term.arg is None else f"{term.action}({term.arg})"),
             "spec": point.spec,
-            "pid": os.getpid(),
-            "host": os.environ.get("SPARK_LOCAL_IP") or socket.gethostname(),
+            "pid": (pid := os.getpid()),
+            "host": (host := os.environ.get("SPARK_LOCAL_IP") or socket.gethostname()),
+            "started": (started := _started(pid)),
             "task": _TASK.get(),
             "hit": hits,
             "control_version": self.version,
             **extra,
         }
-        path = self.path.parent / f"fired-{os.getpid()}.jsonl"
+        path = self.path.parent / firing_file(host, pid, started)
         try:
             append_line(path, json.dumps(rec).encode())
         except (OSError, NotRegularFileError) as e:
             log.warning("cannot record a failpoint firing", extra=kv(file=str(path), failpoint=name, error=str(e)))
+
+
+_STARTED: dict[int, int | None] = {}  # pid -> its start time (a fork is a new pid)
+
+
+def _started(pid: int) -> int | None:
+    if pid not in _STARTED:
+        found = procfs.stat(pid)
+        _STARTED[pid] = None if found is None else found[2]
+    return _STARTED[pid]
 
 
 def _apply_control(points: dict[str, Any], seed: int, path: Path) -> None:

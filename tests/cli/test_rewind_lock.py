@@ -51,8 +51,11 @@ def held_rewind(root: Path, tmp_path: Path) -> tuple[subprocess.Popen[str], Cont
     env = {**os.environ, "STATEBED_FAILPOINTS": f"{POINT}=1*hold(600000)", failpoints.CONTROL_ENV: str(control.path)}
     cmd = [sys.executable, "-m", "statebed_cli.main", "rewind", str(root), "--to-batch", "2", "--json"]
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    fired = control.directory / f"fired-{proc.pid}.jsonl"
-    wait_for("the hold after the first move", lambda: fired.exists() and POINT in fired.read_text(), proc)
+    wait_for(
+        "the hold after the first move",
+        lambda: any(f.get("failpoint") == POINT and f.get("pid") == proc.pid for f in control.firings()),
+        proc,
+    )
     return proc, control
 
 

@@ -18,8 +18,9 @@ from typing import Any
 
 import pytest
 
+from statebed_base import procfs
 from statebed_job import jvm_plugin
-from statebed_store.failpoint_control import Control
+from statebed_store.failpoint_control import Control, firing_file
 
 pytestmark = pytest.mark.slow
 
@@ -148,7 +149,10 @@ def test_error_on_the_changelog_fires_and_is_recorded(bed: Bed) -> None:
     assert rec["action"] == "error" and rec["task"] == {"batch": 1, "partition": 0, "attempt": 0}
     assert rec["file"].endswith(f"{ckpt.name}/state/0/0/2.changelog") and rec["pid"] == bed.jvm_pid
     assert rec["spec"] == "[batch=1,partition=0]1*error" and rec["control_version"] >= 1
-    assert (bed.control.directory / f"fired-{bed.jvm_pid}.jsonl").is_file()
+    [log] = bed.control.directory.glob(f"fired-*-{bed.jvm_pid}-*.jsonl")  # one file per JVM, named by host, pid and start
+    started = procfs.stat(bed.jvm_pid)
+    assert started is not None and rec["started"] == started[2]  # Python's unit: clock ticks since boot
+    assert log.name == firing_file(rec["host"], rec["pid"], rec["started"])  # the JVM names it as Python does
     assert bed.state(ckpt) == bed.expected  # the retried attempt healed the batch
 
 

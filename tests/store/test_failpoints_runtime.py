@@ -80,7 +80,7 @@ def test_arm_mid_run_records_firings_then_disarm_stops_them(looper: tuple[subpro
     assert first["pid"] == proc.pid and first["failpoint"] == "changelog.upload.after"
     assert first["action"] == "error(from control)" and first["control_version"] == version
     assert first["task"] == {"batch": 4, "partition": 1, "attempt": 2} and first["host"]
-    assert (control.directory / f"fired-{proc.pid}.jsonl").is_file()
+    assert len(list(control.directory.glob(f"fired-*-{proc.pid}-*.jsonl"))) == 1  # one file per process: host, pid, start time
 
     off = control.disarm()
     seen = wait_for("the loop to apply the disarm", lambda: (s := read_status(status)).get("version") == off and s)

@@ -579,14 +579,18 @@ public final class Failpoints {
             rec.put("failpoint", f.point);
             rec.put("action", action != null ? action : f.term.arg == null ? f.term.action : f.term.action + "(" + f.term.arg + ")");
             rec.put("spec", f.p.spec);
-            rec.put("pid", ProcessHandle.current().pid());
-            rec.put("host", host());
+            long pid = ProcessHandle.current().pid();
+            String host = host();
+            long started = started();
+            rec.put("pid", pid);
+            rec.put("host", host);
+            rec.put("started", started);
             rec.put("task", f.task);
             rec.put("hit", f.hits);
             rec.put("control_version", version);
             rec.put("file", f.file);
             rec.putAll(extra);
-            Path out = path.getParent().resolve("fired-" + ProcessHandle.current().pid() + ".jsonl");
+            Path out = path.getParent().resolve(firingFile(host, pid, started));
             try {
                 Files.createDirectories(out.getParent());
                 byte[] line = (JSON.writeValueAsString(rec) + "\n").getBytes(StandardCharsets.UTF_8);
@@ -595,6 +599,29 @@ public final class Failpoints {
                 }
             } catch (IOException e) {
                 System.err.println("statebed: cannot record a failpoint firing in " + out + ": " + e);
+            }
+        }
+
+        /** One file per process, named as Python's failpoint_control.firing_file names it: host, pid, start time. */
+        static String firingFile(String host, long pid, long started) {
+            StringBuilder safe = new StringBuilder();
+            for (char c : host.toCharArray()) {
+                safe.append(Character.isLetterOrDigit(c) && c < 128 || c == '.' || c == '-' ? c : '_');
+                if (safe.length() == 100) {
+                    break;
+                }
+            }
+            return "fired-" + (safe.length() == 0 ? "unknown" : safe) + "-" + pid + "-" + started + ".jsonl";
+        }
+
+        /** This JVM's start time in clock ticks since boot (field 22 of /proc/self/stat), 0 when unknown. */
+        private static long started() {
+            try {
+                String stat = new String(Files.readAllBytes(Paths.get("/proc/self/stat")), StandardCharsets.US_ASCII);
+                String[] fields = stat.substring(stat.lastIndexOf(')') + 2).split(" ");
+                return Long.parseLong(fields[19]);
+            } catch (IOException | RuntimeException e) {
+                return 0;
             }
         }
 

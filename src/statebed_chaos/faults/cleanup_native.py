@@ -31,6 +31,7 @@ from urllib.parse import urlparse
 
 from statebed_job.session import RETAIN_CONF
 from statebed_model.eventlog import TaskAttempt
+from statebed_store.failpoint_control import firing_process
 
 from .base import Evidence, FaultContext
 from .failpoint_fault import filter_text
@@ -151,8 +152,8 @@ class NativeCleanupRace:
         held = self._hold_firing(ctx)
         if held is None:
             return False
-        key = (held.get("pid"), held.get("hit"))
-        return any(f.get("action") == "hold-timeout" and (f.get("pid"), f.get("hit")) == key for f in ctx.firings(HOLD_POINT))
+        key = (firing_process(held), held.get("hit"))
+        return any(f.get("action") == "hold-timeout" and (firing_process(f), f.get("hit")) == key for f in ctx.firings(HOLD_POINT))
 
 
 def alive(t: TaskAttempt, start_ms: float, end_ms: float) -> bool:

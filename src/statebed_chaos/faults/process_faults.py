@@ -14,7 +14,7 @@ from typing import Any
 from statebed_base.errors import CheckpointFileError, StatebedError
 from statebed_model.attempts import AttemptRecord, read_attempts
 from statebed_model.eventlog import EventLog
-from statebed_store.failpoint_control import Control
+from statebed_store.failpoint_control import Control, firing_process
 from statebed_store.failpoints import parse_spec
 from statebed_store.inspection import discover_stores
 from statebed_store.naming import parse_state_file
@@ -124,7 +124,7 @@ def held_in_plugin(ctx: FaultContext, batch: int) -> tuple[Target, dict[str, Any
     found now, whose identity `targets` checks again before any signal."""
     executors = {t.pid: t for t in ctx.targets.find("executor")}  # this machine's processes: one pid each
     firings = ctx.firings()
-    ended = {(f.get("pid"), f.get("hit"), f.get("failpoint")) for f in firings if f.get("action") in ("released", "hold-timeout")}
+    ended = {(firing_process(f), f.get("hit"), f.get("failpoint")) for f in firings if f.get("action") in ("released", "hold-timeout")}
     now = time.time()
     for f in reversed(firings):
         action, task = str(f.get("action", "")), f.get("task")
@@ -135,7 +135,7 @@ def held_in_plugin(ctx: FaultContext, batch: int) -> tuple[Target, dict[str, Any
             continue
         if action.startswith("delay(") and float(f.get("time", 0)) + _ms(action) / 1000 > now:
             return target, f
-        if action.startswith("hold(") and (f.get("pid"), f.get("hit"), f.get("failpoint")) not in ended:
+        if action.startswith("hold(") and (firing_process(f), f.get("hit"), f.get("failpoint")) not in ended:
             return target, f
     return None
 

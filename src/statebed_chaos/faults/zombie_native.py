@@ -28,7 +28,7 @@ In V2 state files are closed on Spark's checksum pool threads, with no task cont
 filter is `[batch=B,partition=P]`, and the term is disarmed as soon as it held, so the retry
 passes.
 
-Proven by the plug-in's records (`fired-<pid>.jsonl`): the hold, its release, and
+Proven by the plug-in's records (`fired-<host>-<pid>-<started>.jsonl`): the hold, its release, and
 `zombie-landed` later than the newer commit's marker; and by Spark's event log: attempt 0 of
 (B, P) failed and a later attempt of that task succeeded."""
 
@@ -37,6 +37,7 @@ from __future__ import annotations
 from typing import Any
 
 from statebed_model.eventlog import EventLog
+from statebed_store.failpoint_control import firing_process
 from statebed_store.formats import Format
 
 from .base import Evidence, FaultContext, NotApplicable
@@ -121,7 +122,7 @@ class NativeZombie:
             f
             for f in firings
             if f.get("action") in actions
-            and f.get("pid") == hold.get("pid")
+            and firing_process(f) == firing_process(hold)
             and f.get("file") == hold.get("file")
             and f.get("task") == hold.get("task")
         ]
