@@ -21,7 +21,7 @@ import pytest
 from statebed_base.errors import UsageError
 from statebed_base.processes import ProcessIdentity
 from statebed_chaos.faults import Fault, FaultContext, FaultSpec, NotApplicable, Trigger, fault_class
-from statebed_chaos.faults.process_faults import add_term, choose_executor, held_in_plugin, remove_term
+from statebed_chaos.faults.process_faults import add_term, choose_executor, fired_in, held_in_plugin, remove_term
 from statebed_chaos.targets import KINDS, LocalTargets, Target, Targets
 from statebed_model.eventlog import read_event_log
 from statebed_model.rundir import RunDir
@@ -512,3 +512,18 @@ def test_restart_driver_at_the_trigger_kills_a_native_driver_then_resume(tmp_pat
     assert RunDir(ctx.run.root).batches("output") == [0, 1, 2]
     assert verify_run(ctx.run.root).valid is True
     assert_nothing_left(ctx)
+
+
+def test_a_firing_names_its_executor_by_pid_start_time_and_host_never_pid_alone() -> None:
+    """Every executor JVM of a Kubernetes run is PID 7 in its own pod: the record's start time
+    and host pick the one that fired; a record that fits none, or two, picks none."""
+
+    def pod(ip: str, start: int) -> Target:
+        return Target("executor", f"exec-{ip}", ip, ProcessIdentity(7, start, ("java",)))
+
+    a, b, c = pod("10.0.0.5", 100), pod("10.0.0.6", 200), pod("10.0.0.7", 100)
+    assert fired_in([a, b], {"host": "10.0.0.6", "pid": 7, "started": 200}) is b
+    assert fired_in([a, b, c], {"host": "10.0.0.7", "pid": 7, "started": 100}) is c  # same pid and tick: the host decides
+    assert fired_in([a, b], {"host": "10.0.0.5", "pid": 7, "started": 999}) is None  # a JVM that has since been replaced
+    assert fired_in([a, c], {"pid": 7}) is None  # an old record names no host or start: two candidates, none chosen
+    assert fired_in([a], {"pid": 7}) is a

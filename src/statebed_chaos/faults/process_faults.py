@@ -118,11 +118,11 @@ def _seeded(ctx: FaultContext, spec: FaultSpec, why: str) -> tuple[Target, dict[
 
 def held_in_plugin(ctx: FaultContext, batch: int) -> tuple[Target, dict[str, Any]] | None:
     """An executor JVM that is, now, inside a `delay` or `hold` of a JVM plug-in point for a state
-    file of `batch` (its firing record names the JVM's pid; a delay lasts its ms, a hold
-    until its end record): the task writing that file is held there (a companion such as
-    slow-attempt's native delay makes one). The pid is only matched against the executors
-    found now, whose identity `targets` checks again before any signal."""
-    executors = {t.pid: t for t in ctx.targets.find("executor")}  # this machine's processes: one pid each
+    file of `batch` (its firing record names the JVM's host, pid and start time; a delay lasts
+    its ms, a hold until its end record): the task writing that file is held there (a companion
+    such as slow-attempt's native delay makes one). The record is only matched against the
+    executors found now (`fired_in`), whose identity `targets` checks again before any signal."""
+    executors = ctx.targets.find("executor")
     firings = ctx.firings()
     ended = {(firing_process(f), f.get("hit"), f.get("failpoint")) for f in firings if f.get("action") in ("released", "hold-timeout")}
     now = time.time()
@@ -130,7 +130,7 @@ def held_in_plugin(ctx: FaultContext, batch: int) -> tuple[Target, dict[str, Any
         action, task = str(f.get("action", "")), f.get("task")
         if not (str(f.get("failpoint", "")).startswith("native.") and isinstance(task, dict) and task.get("batch") == batch):
             continue
-        target = executors.get(f.get("pid"))  # type: ignore[arg-type]
+        target = fired_in(executors, f)
         if target is None:
             continue
         if action.startswith("delay(") and float(f.get("time", 0)) + _ms(action) / 1000 > now:
@@ -138,6 +138,16 @@ def held_in_plugin(ctx: FaultContext, batch: int) -> tuple[Target, dict[str, Any
         if action.startswith("hold(") and (firing_process(f), f.get("hit"), f.get("failpoint")) not in ended:
             return target, f
     return None
+
+
+def fired_in(targets: list[Target], firing: dict[str, Any]) -> Target | None:
+    """The one target a firing record came from: its PID and start time (one process on one kernel),
+    and its host where that is not enough (pods, each with its own PID namespace, on one node)."""
+    host, pid, started = firing_process(firing)
+    found = [t for t in targets if t.pid == pid and (started is None or t.identity.start_time == started)]
+    if len(found) > 1:
+        found = [t for t in found if t.host == host]
+    return found[0] if len(found) == 1 else None
 
 
 def sibling_written(ctx: FaultContext, batch: int, partition: Any) -> bool:
