@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import posixpath
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 
@@ -81,6 +82,8 @@ class InProcessJob:
             name = GeneratedSource.file_name(batch_id)
         entry = {"path": f"file:///source/{name}", "timestamp": 1_000_000 + batch_id, "batchId": batch_id}
         self.run.storage.write(path, b"v1\n" + json.dumps(entry).encode() + b"\n")
+        if not self.run.storage.exists(f"{SPARK_CHECKPOINT}/metadata"):  # the query's id, as Spark writes it at its start
+            self.run.storage.write(f"{SPARK_CHECKPOINT}/metadata", json.dumps({"id": str(uuid.uuid4())}).encode())
         offsets = {"batchWatermarkMs": 0, "batchTimestampMs": 1_000_000 + batch_id, "conf": {}}  # the batch ends at its entry
         self.run.storage.write(
             f"{SPARK_CHECKPOINT}/offsets/{batch_id}", f"v1\n{json.dumps(offsets)}\n{json.dumps({'logOffset': batch_id})}".encode()

@@ -281,7 +281,7 @@ def _check_offsets(
         previous = _parse_offsets(c, last - 1, f"the offset log's entry of batch {last - 1} (where batch {last} starts)")
     if latest is not None and not last - 1 <= latest <= last:
         where = f"is ahead of the offset log's latest entry {last}" if latest > last else f"is {last - latest} batches behind it"
-        c.add(INCONSISTENT, f"commits/{latest}", f"the commit log's latest entry {latest} {where}", [latest, last])
+        c.add(INCONSISTENT, f"{COMMITS_DIR}/{latest}", f"the commit log's latest entry {latest} {where}", [latest, last])
     if entry is None:
         return
     history = [e for b in reversed(offsets[:-1][-CONF_HISTORY:]) if (e := _quiet_offsets(c, b)) is not None]

@@ -12,8 +12,10 @@ import pytest
 
 from statebed_base.errors import CorruptFileError
 from statebed_store import StoreId, open_storage
+from statebed_store.checksum import hadoop_crc
 from statebed_store.inspection import committed_ref, dump_state
 from statebed_store.merge import checkpoint_merge_operator
+from statebed_store.naming import hadoop_crc_name
 from statebed_store.offset_conf import ROW_CHECKSUM_CONF, offset_conf
 from statebed_store.row_checksum import RowChecksumError
 from statebed_verify import verify_lineage
@@ -28,6 +30,8 @@ def _with_conf(native: dict[str, Path], tmp_path: Path, **conf: str) -> Path:
     meta["conf"].update(conf)
     lines[1] = json.dumps(meta)
     newest.write_text("\n".join(lines) + "\n")
+    crc = newest.parent / hadoop_crc_name(newest.name)
+    crc.write_bytes(hadoop_crc(newest.read_bytes()))  # as a tool that edits it does (verify lineage checks it)
     return ckpt
 
 
