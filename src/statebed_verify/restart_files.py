@@ -96,7 +96,7 @@ class _Check:
     anomalies: list[Anomaly] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     unknown: list[str] = field(default_factory=list)
-    refused: list[str] = field(default_factory=list)  # reasons found by another check (the lineage's own anomalies)
+    refused: list[str] = field(default_factory=list)  # why not resumable, where the anomaly is another check's (the lineage's)
 
     def shown(self, path: str) -> str:
         return self.storage.display(path)
@@ -170,7 +170,12 @@ def check_restart_files(
     _check_metadata(c)
     latest = max(commit_batches) if commit_batches else None
     if latest is not None and latest not in commits:
-        c.refused.append(f"{storage.display(f'{COMMITS_DIR}/{latest}')}: the latest commit entry does not parse; Spark refuses to restart")
+        if store_log is None:  # the lineage check reports it (unreadable-file): one anomaly per file
+            c.refused.append(
+                f"{storage.display(f'{COMMITS_DIR}/{latest}')}: the latest commit entry does not parse; Spark refuses to restart"
+            )
+        else:
+            c.add(DAMAGED, f"{COMMITS_DIR}/{latest}", "Spark's latest commit entry does not parse: Spark refuses to restart", [latest])
     if not offsets:
         c.add(MISSING, OFFSETS_DIR, "the offset log has no entry: Spark has nothing to restart from")
     else:

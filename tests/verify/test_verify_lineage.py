@@ -367,5 +367,8 @@ def test_a_statebed_store_is_resumable_only_judged_with_its_query_checkpoint(
     (query / "metadata").unlink()  # a damaged query file is named in the query checkpoint
     report = verify_lineage(built.storage, query=open_storage(query))
     assert any(a.kind == "missing-query-file" and a.files == [str(query / "metadata")] for a in report.anomalies)
+    (query / "commits" / "9").write_text("v2\n{")  # Spark's own latest commit cut short: named there, not in statebed's log
+    report = verify_lineage(built.storage, query=open_storage(query))
+    assert any(a.kind == "damaged-query-file" and a.files == [str(query / "commits" / "9")] for a in report.anomalies)
     code, _, err = run_cli(capsys, "verify", "lineage", built.storage.url, "--query", str(tmp_path / "nowhere"))
     assert code == 2 and "--query" in err and err.count("\n") == 1
