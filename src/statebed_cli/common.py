@@ -13,6 +13,7 @@ from typing import Any
 
 from statebed_base.durations import parse_duration
 from statebed_base.errors import UsageError
+from statebed_base.names import printable
 from statebed_store import S3Settings, Storage, StoreId, open_storage
 from statebed_store.location import is_remote, parse_location
 from statebed_store.naming import DEFAULT_STORE, check_id
@@ -138,15 +139,17 @@ def checked_target(args: argparse.Namespace) -> tuple[int | None, str | None]:
     return args.version, args.checkpoint_id
 
 
-def open_checkpoint(args: argparse.Namespace) -> Storage:
-    location: str = args.checkpoint
+def open_checkpoint(args: argparse.Namespace, location: str | None = None, *, option: str = "CKPT") -> Storage:
+    """The checkpoint `args.checkpoint` (or `location`, given as `option`) names: an existing
+    directory or an s3:// prefix."""
+    location = args.checkpoint if location is None else location
     if not location.strip():  # "" would silently mean the current directory
-        raise UsageError(f"CKPT {location!r} is empty: give a checkpoint directory or s3://bucket/prefix")
+        raise UsageError(f"{option} {location!r} is empty: give a checkpoint directory or s3://bucket/prefix")
     if is_remote(location):
         return open_location(args, location)
     storage = open_storage(location)
     if not os.path.isdir(storage.url):
-        raise UsageError(f"checkpoint {storage.url}: no such directory")
+        raise UsageError(f"{'checkpoint' if option == 'CKPT' else option} {printable(storage.url)}: no such directory")
     return storage
 
 

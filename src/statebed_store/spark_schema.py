@@ -12,11 +12,13 @@ damaged: Spark refuses to restart on it (measured by `benchmarks/restart_oracle.
 
 from __future__ import annotations
 
-import json
 import re
 import struct
 from dataclasses import dataclass
 from typing import Any
+
+from statebed_base.errors import CorruptFileError
+from statebed_base.jsonsafe import loads_strict
 
 __all__ = ["DEFAULT_FAMILY", "SchemaFile", "parse_schema_file", "type_problem"]
 
@@ -85,11 +87,14 @@ class _Reader:
         chunks = self.int32()
         if not 0 < chunks <= 1 << 16:
             raise ValueError(f"{what}: {chunks} chunks")
-        text = "".join(self.utf() for _ in range(chunks))
-        try:
-            return json.loads(text)
-        except ValueError as e:
-            raise ValueError(f"{what} is not JSON ({e})") from None
+        return _json("".join(self.utf() for _ in range(chunks)), what)
+
+
+def _json(text: str, what: str) -> Any:
+    try:
+        return loads_strict(text, file="", what=what)
+    except CorruptFileError as e:
+        raise ValueError(e.detail) from None
 
 
 def parse_schema_file(data: bytes) -> SchemaFile:
@@ -98,14 +103,8 @@ def parse_schema_file(data: bytes) -> SchemaFile:
     version = r.utf()
     families: dict[str, tuple[Any, Any]] = {}
     if version == _V1:
-        texts = (r.utf(), r.utf())
-        docs = []
-        for what, text in zip(("key schema", "value schema"), texts, strict=True):
-            try:
-                docs.append(json.loads(text))
-            except ValueError as e:
-                raise ValueError(f"{what} is not JSON ({e})") from None
-        families[DEFAULT_FAMILY] = (docs[0], docs[1])
+        key, value = r.utf(), r.utf()
+        families[DEFAULT_FAMILY] = (_json(key, "key schema"), _json(value, "value schema"))
     elif version == _V2:
         families[DEFAULT_FAMILY] = (r.chunked("key schema"), r.chunked("value schema"))
     elif version == _V3:

@@ -32,7 +32,6 @@ the run's `spark-checkpoint/`) is `unknown`, with that reason, and its verdict i
 
 from __future__ import annotations
 
-import json
 import os
 import posixpath
 import re
@@ -42,7 +41,8 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote, urlparse
 
-from statebed_base.errors import CheckpointFileError
+from statebed_base.errors import CheckpointFileError, CorruptFileError
+from statebed_base.jsonsafe import loads_strict
 from statebed_store import CommitLog, Storage, StoreId
 from statebed_store.checksum import hadoop_crc
 from statebed_store.commitlog import CommitRecord, parse_commit
@@ -228,10 +228,7 @@ def _check_metadata(c: _Check) -> None:
     data = c.read(QUERY_METADATA, "the query's metadata (its id; Spark 4.2+ refuses to restart without it, 4.1 starts a new query)")
     if data is None:
         return
-    try:
-        doc = json.loads(data.decode("utf-8"))
-    except ValueError:
-        doc = None
+    doc = _json(data)
     if not isinstance(doc, dict) or not isinstance(doc.get("id"), str) or not _UUID.match(doc["id"]):
         c.add(DAMAGED, QUERY_METADATA, 'the query\'s metadata is not {"id": "<query id, a UUID>"}: Spark cannot read its id')
 
@@ -251,10 +248,7 @@ def _parse_offsets(c: _Check, batch: int, what: str) -> _Offsets | None:
         else:
             c.add(DAMAGED, path, f"{what} does not start with the offset log's version line", [batch])
         return None
-    try:
-        meta = json.loads(lines[1]) if len(lines) > 1 else None
-    except ValueError:
-        meta = None
+    meta = _json(lines[1]) if len(lines) > 1 else None
     conf = meta.get("conf", {}) if isinstance(meta, dict) else None
     if (
         not isinstance(meta, dict)
@@ -268,11 +262,11 @@ def _parse_offsets(c: _Check, batch: int, what: str) -> _Offsets | None:
         if line == "-":
             sources.append(None)
             continue
-        try:
-            sources.append(json.loads(line))
-        except ValueError:
+        offset = _json(line)
+        if offset is _NOT_JSON:
             c.add(DAMAGED, path, f"{what}: the offset of source {i} is not JSON", [batch])
             return None
+        sources.append(offset)
     return _Offsets(batch, {str(k): str(v) for k, v in conf.items()}, sources)
 
 
@@ -289,7 +283,8 @@ def _check_offsets(
         c.add(INCONSISTENT, f"{COMMITS_DIR}/{latest}", f"the commit log's latest entry {latest} {where}", [latest, last])
     if entry is None:
         return
-    history = [e for b in reversed(offsets[:-1][-CONF_HISTORY:]) if (e := _quiet_offsets(c, b)) is not None]
+    earlier = [b for b in reversed(offsets[:-1][-CONF_HISTORY:]) if b != last - 1]  # L-1 is read above
+    history = ([previous] if previous is not None else []) + [e for b in earlier if (e := _quiet_offsets(c, b)) is not None]
     if previous is not None and previous.sources and len(previous.sources) != len(entry.sources):
         c.add(
             INCONSISTENT,
@@ -305,6 +300,17 @@ def _check_offsets(
             start = previous.sources[i] if previous is not None and i < len(previous.sources) else None
             start_offset = start.get("logOffset") if isinstance(start, dict) else None
             _check_file_source(c, i, entry, start_offset if _is_log_offset(start_offset) else None, latest == last)
+
+
+_NOT_JSON = object()
+
+
+def _json(text: bytes | str) -> Any:
+    """The JSON document `text` holds (finite numbers, bounded nesting: `loads_strict`), `_NOT_JSON` when it holds none."""
+    try:
+        return loads_strict(text, file="")
+    except CorruptFileError:
+        return _NOT_JSON
 
 
 def _is_log_offset(value: Any) -> bool:
@@ -394,10 +400,7 @@ def _read_source_entry(c: _Check, path: str, what: str) -> _LogEntry | None:
     for line in lines[1:]:
         if not line.strip():
             continue
-        try:
-            doc = json.loads(line)
-        except ValueError:
-            doc = None
+        doc = _json(line)
         if not isinstance(doc, dict) or not isinstance(doc.get("path"), str) or not _is_log_offset(doc.get("batchId")):
             c.add(DAMAGED, path, f"{what}: a line is not a file source log entry")
             return None
@@ -522,10 +525,7 @@ def _check_operator_metadata(c: _Check, op: int, store_names: set[str]) -> list[
         except CheckpointFileError:
             data = b""
         head, _, body = data.decode("utf-8", "replace").partition("\n")
-        try:
-            doc = json.loads(body) if head in OPERATOR_METADATA_VERSIONS else None
-        except ValueError:
-            doc = None
+        doc = _json(body) if head in OPERATOR_METADATA_VERSIONS else None
         name = (doc.get("operatorInfo") or {}).get("operatorName") if isinstance(doc, dict) else None
         infos = doc.get("stateStoreInfo") if isinstance(doc, dict) else None
         if not isinstance(name, str) or not isinstance(infos, list) or not all(isinstance(i, dict) for i in infos):

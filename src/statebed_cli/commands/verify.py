@@ -11,9 +11,8 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from statebed_base.errors import UsageError
 from statebed_base.names import printable
-from statebed_store import S3Settings, open_storage
+from statebed_store import S3Settings
 from statebed_store.location import is_remote
 from statebed_verify import (
     EXIT_CODES,
@@ -28,7 +27,7 @@ from statebed_verify import (
     verify_state,
 )
 
-from ..common import add_checkpoint_args, emit_json, open_checkpoint, open_location
+from ..common import add_checkpoint_args, emit_json, open_checkpoint
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -118,11 +117,7 @@ def run_lineage(args: argparse.Namespace) -> int:
         for reason in report.resumable_reasons[:5]:
             print(f"    {printable(reason)}")
 
-    query = None
-    if args.query is not None:
-        query = open_location(args, args.query) if is_remote(args.query) else open_storage(args.query)
-        if not is_remote(args.query) and not os.path.isdir(query.url):
-            raise UsageError(f"--query {printable(args.query)}: no such directory")
+    query = None if args.query is None else open_checkpoint(args, args.query, option="--query")
     return _check(args, f"lineage {storage.url}", lambda: verify_lineage(storage, all_versions=args.all_versions, query=query), human)
 
 
