@@ -15,6 +15,7 @@ from conftest import ROOT, Cluster
 from test_api_stage import helm
 
 from statebed_chaos.infra.kube.cluster import load_images
+from statebed_chaos.matrix import fault_caused
 
 CHART = ROOT / "charts" / "statebed"
 RELEASE, NS = "sb", "sbrun"
@@ -135,8 +136,13 @@ def test_a_zombie_upload_across_executor_pods_is_caught_on_v1_and_valid_on_v2(cl
     (fault,) = v["faults"]
     assert fault["fired"] is True, fault["detail"]
     assert v["valid"] is valid, v["reasons"]
+    base = v["checks"]["baseline"]
+    assert base["itself_invalid"] == [] and not base["error"], base  # the fault-free run was valid: the finding is the fault's
+    run = json.loads((cluster.dir.runs / f"kube-zombie-{fmt}" / "faulted" / "run.json").read_text())
+    assert str(run["checkpoint"]).startswith("s3://"), run  # the checkpoint was in the in-cluster MinIO, not the hostPath
     if not valid:
-        assert v["exit_code"] == 1 and any(a["check"] == "state" for a in v["anomalies"]), v["anomalies"]
+        assert v["exit_code"] == 1 and fault_caused(v["anomalies"], {2}, baseline_itself_invalid=False), v["anomalies"]
+        assert any(a["check"] == "state" for a in v["anomalies"]), v["anomalies"]
 
 
 def locust(cluster: Cluster, chart: str, path: str, form: dict[str, int] | None = None) -> dict:  # type: ignore[type-arg]

@@ -15,8 +15,12 @@ starts another. Every other signal, SIGKILL of an executor JVM among them, is `k
 too: a killed executor JVM ends its container, the pod fails, and Spark's pod watch removes the
 executor and asks for a replacement at once. (A pod deleted at grace 0 instead vanishes from
 the API; Spark 4.3 noticed that only at its next full poll, `apiPollingInterval`, 30 s, on this
-project's cluster: the run had ended by then and the event log never showed the executor removed.) 404 and 409 are `IdentityMismatch` (the target is
-gone); 403 is `K8sForbidden`, naming the verb the chaos controller's Role lacks.
+project's cluster: the run had ended by then and the event log never showed the executor removed.)
+An exec whose shell ends with 137 in a container that is no longer running was killed with its
+container: for the SIGKILL of the executor JVM that is the kill itself taking effect; for anything
+else in that pod (its Python workers) it is `IdentityMismatch`, the target gone. 404 and 409 are
+`IdentityMismatch` (the target is gone); 403 is `K8sForbidden`, naming the verb the chaos
+controller's Role lacks.
 """
 
 from __future__ import annotations
@@ -71,6 +75,7 @@ _PS = (
     "    out.append([int(p), int(f[1]), int(f[19]), argv])\n"
     "print(json.dumps(out))\n"
 )
+EXEC_KILLED = 137  # 128 + SIGKILL: the exec's shell was killed (its container ended under it)
 EXEC_NOT_STARTED = -1  # stream_exec's code for an exec the container runtime failed to start
 EXEC_TRIES = 8
 ExecFn = Callable[[CoreV1Api, str, str, str, list[str]], tuple[int, str]]  # (api, namespace, pod, container, argv) -> (rc, stdout)
@@ -229,8 +234,25 @@ class K8sTargets(Targets):
         rc, _ = self._exec(target.attrs["pod"], target.attrs["container"], ["sh", "-c", script], target)
         if rc == 3:
             raise IdentityMismatch(f"{target.name}: process {target.pid} has exited or its PID was reused")
+        if rc == EXEC_KILLED and not self._container_running(target):
+            # The exec's shell was SIGKILLed because its container ended: the container's init
+            # (tini) exits when the executor JVM dies, and the runtime kills what is left.
+            if target.kind == "executor" and sig == signal.SIGKILL:
+                return  # this very kill ended the JVM (and the container with it) before the shell returned
+            raise IdentityMismatch(f"{target.name}: its container ended (the executor JVM is gone), so process {target.pid} is gone")
         if rc != 0:
             raise StatebedError(f"{target.name}: kill -{name} {target.pid} failed in pod {target.attrs['pod']} (exit {rc})")
+
+    def _container_running(self, target: Target) -> bool:
+        """The target's pod is the one found (same uid) and its container is still running."""
+        try:
+            pod = self._call("get pod", lambda: self.api.read_namespaced_pod(target.attrs["pod"], self.namespace), target)
+        except IdentityMismatch:
+            return False
+        if pod.metadata.uid != target.attrs["uid"]:
+            return False
+        states = [c.state for c in (pod.status.container_statuses or []) if c.name == target.attrs["container"]]
+        return bool(states) and states[0] is not None and states[0].running is not None
 
     def alive(self, target: Target) -> bool:
         if "pod" not in target.attrs:
