@@ -341,54 +341,39 @@ def test_the_process_listing_run_in_a_pod_works_on_a_real_proc() -> None:
         child.wait()
 
 
-def _ended(pod: dict[str, Any]) -> dict[str, Any]:
-    """The pod as the API shows it once its container has ended (the executor JVM was killed)."""
-    return {
-        **pod,
-        "status": {
-            **pod["status"],
-            "phase": "Failed",
-            "containerStatuses": [
-                {
-                    "name": "spark-kubernetes-executor",
-                    "image": "statebed:dev",
-                    "imageID": "",
-                    "ready": False,
-                    "restartCount": 0,
-                    "state": {"terminated": {"exitCode": 137}},
-                }
-            ],
-        },
-    }
+def _with_container(pod: dict[str, Any], phase: str, state: dict[str, Any]) -> dict[str, Any]:
+    """The pod as the API shows it with its executor container in `state` (running, terminated)."""
+    container = {"name": "spark-kubernetes-executor", "image": "statebed:dev", "imageID": "", "ready": False, "restartCount": 0}
+    return {**pod, "status": {**pod["status"], "phase": phase, "containerStatuses": [{**container, "state": state}]}}
 
 
-def _running(pod: dict[str, Any]) -> dict[str, Any]:
-    status = _ended(pod)["status"]
-    status["phase"], status["containerStatuses"][0]["state"] = "Running", {"running": {"startedAt": "2026-12-02T00:00:00Z"}}
-    return {**pod, "status": status}
+ENDED = ("Failed", {"terminated": {"exitCode": 137}})  # the executor JVM was killed: tini and the container ended
+RUNNING = ("Running", {"running": {"startedAt": "2026-12-02T00:00:00Z"}})
+
+
+def _exec_killed(pool: FakePool, container: tuple[str, dict[str, Any]]) -> K8sTargets:
+    """Targets on one executor pod whose every kill exec ends with 137, the pod then showing `container`."""
+    _with_pods(pool, _pod("exec-1", "u1"))
+    fake = FakeExec(PROCS)
+    targets = _targets(pool, fake)
+    pool.answers[("GET", f"/api/v1/namespaces/{NS}/pods/exec-1")] = (200, _with_container(_pod("exec-1", "u1"), *container))
+    fake.rc = k8s_targets.EXEC_KILLED
+    return targets
 
 
 def test_a_python_worker_whose_exec_was_killed_with_its_ended_container_is_gone_not_a_failed_kill(pool: FakePool) -> None:
     """kill-executor's JVM SIGKILL ends the container; the follow-up kill of a Python worker then
     runs in a dying container and its shell exits 137 (seen on the cluster, 2026-12-02): that worker
     is gone with its pod, and signal_tree skips it instead of failing the inject."""
-    _with_pods(pool, _pod("exec-1", "u1"))
-    fake = FakeExec(PROCS)
-    targets = _targets(pool, fake)
+    targets = _exec_killed(pool, ENDED)
     (worker, _) = targets.find("python-worker", jvm_pid="14")
-    pool.answers[("GET", f"/api/v1/namespaces/{NS}/pods/exec-1")] = (200, _ended(_pod("exec-1", "u1")))
-    fake.rc = k8s_targets.EXEC_KILLED
     with pytest.raises(IdentityMismatch, match="its container ended"):
         targets.kill(worker, signal.SIGKILL)
 
 
 def test_a_jvm_sigkill_whose_shell_died_with_the_container_it_ended_was_delivered(pool: FakePool) -> None:
-    _with_pods(pool, _pod("exec-1", "u1"))
-    fake = FakeExec(PROCS)
-    targets = _targets(pool, fake)
+    targets = _exec_killed(pool, ENDED)
     (ex,) = targets.find("executor")
-    pool.answers[("GET", f"/api/v1/namespaces/{NS}/pods/exec-1")] = (200, _ended(_pod("exec-1", "u1")))
-    fake.rc = k8s_targets.EXEC_KILLED
     targets.kill(ex, signal.SIGKILL)  # delivered: no exception
     with pytest.raises(IdentityMismatch, match="its container ended"):
         targets.pause(ex)  # a SIGSTOP cannot have ended the container: the JVM was already gone
@@ -396,12 +381,8 @@ def test_a_jvm_sigkill_whose_shell_died_with_the_container_it_ended_was_delivere
 
 def test_exit_137_in_a_container_still_running_is_a_failed_kill(pool: FakePool) -> None:
     """137 alone proves nothing: with the container still running, something else killed the shell."""
-    _with_pods(pool, _pod("exec-1", "u1"))
-    fake = FakeExec(PROCS)
-    targets = _targets(pool, fake)
+    targets = _exec_killed(pool, RUNNING)
     (ex,) = targets.find("executor")
-    pool.answers[("GET", f"/api/v1/namespaces/{NS}/pods/exec-1")] = (200, _running(_pod("exec-1", "u1")))
-    fake.rc = k8s_targets.EXEC_KILLED
     with pytest.raises(StatebedError, match=r"kill -KILL 14 failed in pod exec-1 \(exit 137\)") as got:
         targets.kill(ex, signal.SIGKILL)
     assert not isinstance(got.value, IdentityMismatch)  # a failed inject, not a target gone

@@ -245,23 +245,23 @@ class K8sTargets(Targets):
 
     def _container_running(self, target: Target) -> bool:
         """The target's pod is the one found (same uid) and its container is still running."""
-        try:
-            pod = self._call("get pod", lambda: self.api.read_namespaced_pod(target.attrs["pod"], self.namespace), target)
-        except IdentityMismatch:
-            return False
-        if pod.metadata.uid != target.attrs["uid"]:
-            return False
-        states = [c.state for c in (pod.status.container_statuses or []) if c.name == target.attrs["container"]]
+        pod = self._own_pod(target)
+        states = [c.state for c in (pod.status.container_statuses or []) if c.name == target.attrs["container"]] if pod else []
         return bool(states) and states[0] is not None and states[0].running is not None
 
     def alive(self, target: Target) -> bool:
         if "pod" not in target.attrs:
             return self.local is not None and self.local.alive(target)
+        pod = self._own_pod(target)
+        return bool(pod is not None and pod.status.phase == "Running" and pod.metadata.deletion_timestamp is None)
+
+    def _own_pod(self, target: Target) -> Any:
+        """The target's pod as the API shows it now, or None when it is gone or replaced (another uid)."""
         try:
             pod = self._call("get pod", lambda: self.api.read_namespaced_pod(target.attrs["pod"], self.namespace), target)
         except IdentityMismatch:
-            return False
-        return bool(pod.metadata.uid == target.attrs["uid"] and pod.status.phase == "Running" and pod.metadata.deletion_timestamp is None)
+            return None
+        return pod if pod.metadata.uid == target.attrs["uid"] else None
 
     # -- the API ------------------------------------------------------------------------------
     def _exec(self, pod: str, container: str, argv: list[str], target: Target | None = None) -> tuple[int, str]:
